@@ -1,0 +1,107 @@
+//! Heap and collector settings: plain structs with public fields and `const`
+//! presets.
+
+use std::time::Duration;
+
+/// Settings for a [`Heap`](crate::Heap).
+///
+/// ```
+/// use coreobject::{Heap, HeapConfig};
+/// let heap = Heap::with_config(HeapConfig { max_objects: 1 << 20, ..HeapConfig::DEFAULT }).unwrap();
+/// assert_eq!(heap.max_objects(), 1 << 20);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeapConfig {
+    /// The object cap (Unreal's `MaxObjectsInGame`). At most 2^31.
+    pub max_objects: u32,
+    /// Allocate every chunk up front instead of on first use.
+    pub preallocate: bool,
+    /// Slots the disregard-for-GC pool may take (Unreal's
+    /// `MaxObjectsNotConsideredByGC`). The pool is closed until
+    /// [`Heap::open_disregard_for_gc`](crate::Heap::open_disregard_for_gc).
+    pub disregard_pool_size: u32,
+    /// Width of each slot's generation counter, 1..=22. A slot is retired
+    /// (never reused) when its counter would wrap. Lower it to test that.
+    pub generation_bits: u32,
+    /// Collector settings.
+    pub gc: GcConfig,
+}
+
+impl HeapConfig {
+    /// Unreal's defaults: 2,162,688 objects, lazy chunks, no pool.
+    pub const DEFAULT: HeapConfig = HeapConfig {
+        max_objects: 2_162_688,
+        preallocate: false,
+        disregard_pool_size: 0,
+        generation_bits: crate::serial::GENERATION_BITS,
+        gc: GcConfig::DEFAULT,
+    };
+
+    /// The largest table: 2^31 objects.
+    pub const LARGE: HeapConfig = HeapConfig {
+        max_objects: 1 << 31,
+        ..HeapConfig::DEFAULT
+    };
+}
+
+impl Default for HeapConfig {
+    fn default() -> Self {
+        HeapConfig::DEFAULT
+    }
+}
+
+/// When [`Heap::tick`](crate::Heap::tick) collects, and how destruction waits.
+///
+/// ```
+/// use coreobject::GcConfig;
+/// use std::time::Duration;
+/// let every_minute = GcConfig { interval: Some(Duration::from_secs(60)), ..GcConfig::DEFAULT };
+/// assert_eq!(GcConfig::DEBUG.every_frame, true);
+/// # let _ = every_minute;
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct GcConfig {
+    /// Collect when this much time has passed (as told by `tick`) since the
+    /// last collection (Unreal's `gc.TimeBetweenPurgingPendingKillObjects`).
+    pub interval: Option<Duration>,
+    /// Collect when this many objects are allocated.
+    pub object_threshold: Option<usize>,
+    /// Collect when this many bytes of objects were created since the last
+    /// collection (object allocations only: header and value, not what the
+    /// value owns).
+    pub bytes_threshold: Option<usize>,
+    /// Collect on every tick (for debugging).
+    pub every_frame: bool,
+    /// Warn (through `tracing`) when an object has waited this long for
+    /// `is_ready_for_finish_destroy`.
+    pub finish_destroy_timeout: Duration,
+}
+
+impl GcConfig {
+    /// Unreal's default: a collection every 61.1 seconds.
+    pub const DEFAULT: GcConfig = GcConfig {
+        interval: Some(Duration::from_millis(61_100)),
+        object_threshold: None,
+        bytes_threshold: None,
+        every_frame: false,
+        finish_destroy_timeout: Duration::from_secs(5),
+    };
+
+    /// Collect only when asked.
+    pub const MANUAL: GcConfig = GcConfig {
+        interval: None,
+        ..GcConfig::DEFAULT
+    };
+
+    /// Collect every frame.
+    pub const DEBUG: GcConfig = GcConfig {
+        every_frame: true,
+        ..GcConfig::DEFAULT
+    };
+}
+
+impl Default for GcConfig {
+    fn default() -> Self {
+        GcConfig::DEFAULT
+    }
+}

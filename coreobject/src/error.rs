@@ -1,0 +1,115 @@
+//! The one error type.
+
+use std::fmt;
+
+use crate::handle::AnyObj;
+
+/// Everything that can go wrong when using a [`Heap`](crate::Heap).
+///
+/// ```
+/// use coreobject::{Error, Heap, Object};
+/// #[derive(Object, Default)]
+/// struct Rock;
+/// let mut heap = Heap::new();
+/// let h = heap.create(Rock);
+/// heap.collect().unwrap();
+/// assert!(matches!(heap.try_get(h), Err(Error::Stale(_))));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The handle's object was freed (its slot may since hold another one).
+    #[error("stale handle {0:?}: its object was freed")]
+    Stale(AnyObj),
+    /// The handle was made by another heap.
+    #[error("foreign handle {handle:?}: it was made by heap {handle_heap}, this is heap {this_heap}")]
+    Foreign {
+        /// The handle.
+        handle: AnyObj,
+        /// The tag of the heap that made it.
+        handle_heap: u32,
+        /// This heap's tag.
+        this_heap: u32,
+    },
+    /// The object is marked as garbage or is being destroyed.
+    #[error("handle {0:?} names an object that is garbage or being destroyed")]
+    Garbage(AnyObj),
+    /// The object is of another class.
+    #[error("handle {handle:?} names a {actual}, not a {expected}")]
+    WrongClass {
+        /// The handle.
+        handle: AnyObj,
+        /// The class asked for.
+        expected: &'static str,
+        /// The object's class.
+        actual: &'static str,
+    },
+    /// The object cap is reached.
+    #[error("{0}")]
+    CapReached(CapReport),
+    /// `create_at` named an index in use (or retired, or in the pool).
+    #[error("index {0} is taken")]
+    IndexTaken(u32),
+    /// `create_at` named an index at or past the cap.
+    #[error("index {index} is past the object cap of {cap}")]
+    IndexPastCap {
+        /// The index asked for.
+        index: u32,
+        /// The cap.
+        cap: u32,
+    },
+    /// Another object with this outer already has this name.
+    #[error("an object named {name:?} already exists under that outer")]
+    NameTaken {
+        /// The name.
+        name: String,
+    },
+    /// A name may not be empty or contain `.`.
+    #[error("invalid object name {0:?}: names are non-empty and contain no '.'")]
+    InvalidName(String),
+    /// Objects in the disregard-for-GC pool can never be collected.
+    #[error("{0:?} lives in the disregard-for-GC pool and can never be collected")]
+    Permanent(AnyObj),
+    /// The disregard-for-GC pool cannot do that now.
+    #[error("disregard-for-GC pool: {0}")]
+    DisregardPool(&'static str),
+    /// The collector is disabled.
+    #[error("garbage collection is disabled (Heap::set_enabled(false))")]
+    GcDisabled,
+    /// Every heap tag is held by a live heap.
+    #[error("too many live heaps: at most {live_limit} can exist at once")]
+    TooManyHeaps {
+        /// How many heaps may be alive at once.
+        live_limit: u32,
+    },
+    /// A [`HeapConfig`](crate::HeapConfig) value is out of range.
+    #[error("invalid heap config: {0}")]
+    Config(&'static str),
+}
+
+/// What [`Error::CapReached`] reports: the cap and the classes filling it
+/// (the dump Unreal users ask for when the object array overflows).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapReport {
+    /// The object cap.
+    pub cap: u32,
+    /// Objects per class name, most numerous first.
+    pub by_class: Vec<(&'static str, usize)>,
+}
+
+impl fmt::Display for CapReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "object cap of {} reached (raise HeapConfig::max_objects); objects by class:",
+            self.cap
+        )?;
+        for (name, n) in self.by_class.iter().take(10) {
+            write!(f, " {name} {n},")?;
+        }
+        if self.by_class.len() > 10 {
+            write!(f, " and {} more classes", self.by_class.len() - 10)?;
+        }
+        Ok(())
+    }
+}

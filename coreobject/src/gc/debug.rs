@@ -1,0 +1,356 @@
+//! Debugging: who keeps an object alive (Unreal's `obj refs`) and where the
+//! memory goes (Unreal's `memreport`).
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::Ordering;
+
+use crate::handle::AnyObj;
+use crate::heap::Heap;
+use crate::item::flags;
+use crate::table::CHUNK_SIZE;
+use crate::trace::{PathSeg, Visitor};
+
+/// Why the first object of a [`RefChain`] is alive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RootKind {
+    /// It is in the root set (`add_to_root`).
+    Rooted,
+    /// `StrongObj` handles point at it (this many).
+    Strong(usize),
+    /// It is in the disregard-for-GC pool.
+    Disregard,
+    /// An external referencer reports it (its name).
+    Referencer(String),
+}
+
+/// One object on a reference chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefLink {
+    /// The object.
+    pub object: AnyObj,
+    /// Its display name (its name, or `Class_index`).
+    pub label: String,
+    /// Its class name.
+    pub class: &'static str,
+    /// The field path to the next object (`levels[3]`, or `(outer)` for the
+    /// implicit outer reference); `None` on the last link.
+    pub via: Option<String>,
+}
+
+/// A path from a root to an object: why it is alive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefChain {
+    /// Why the first link is alive.
+    pub root: RootKind,
+    /// From the root to the object asked about.
+    pub links: Vec<RefLink>,
+}
+
+impl fmt::Display for RefChain {
+    /// `(rooted) World.levels[3] -> Level_3.actors[17] -> Hero`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.root {
+            RootKind::Rooted => write!(f, "(rooted) ")?,
+            RootKind::Strong(n) => write!(f, "(strong x{n}) ")?,
+            RootKind::Disregard => write!(f, "(disregard pool) ")?,
+            RootKind::Referencer(name) => write!(f, "({name}) ")?,
+        }
+        for (i, l) in self.links.iter().enumerate() {
+            if i > 0 {
+                write!(f, " -> ")?;
+            }
+            write!(f, "{}", l.label)?;
+            if let Some(via) = &l.via {
+                if via.starts_with('[') || via.starts_with('(') {
+                    write!(f, "{via}")?;
+                } else {
+                    write!(f, ".{via}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Collects an object's outgoing strong edges, in trace order.
+struct Edges(Vec<AnyObj>);
+impl Visitor for Edges {
+    fn visit(&mut self, obj: AnyObj) {
+        self.0.push(obj);
+    }
+}
+
+/// Collects edges with their field paths.
+struct Paths {
+    segs: Vec<PathSeg>,
+    out: Vec<String>,
+}
+impl Visitor for Paths {
+    fn visit(&mut self, _obj: AnyObj) {
+        let mut s = String::new();
+        for seg in &self.segs {
+            match seg {
+                PathSeg::Field(n) => {
+                    if !s.is_empty() {
+                        s.push('.');
+                    }
+                    s.push_str(n);
+                }
+                PathSeg::Position(i) => {
+                    if !s.is_empty() {
+                        s.push('.');
+                    }
+                    s.push_str(&i.to_string());
+                }
+                PathSeg::Variant(v) => {
+                    s.push_str(&format!("::{v}"));
+                }
+                PathSeg::Index(i) => s.push_str(&format!("[{i}]")),
+                PathSeg::Key(i) => s.push_str(&format!("[key {i}]")),
+                PathSeg::Value(i) => s.push_str(&format!("[value {i}]")),
+            }
+        }
+        self.out.push(s);
+    }
+    fn enter(&mut self, seg: PathSeg) {
+        self.segs.push(seg);
+    }
+    fn leave(&mut self) {
+        self.segs.pop();
+    }
+}
+
+/// One class's share of memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassMemory {
+    /// Class name.
+    pub class: &'static str,
+    /// Objects allocated.
+    pub count: usize,
+    /// Bytes of their allocations (header and value; not what values own).
+    pub bytes: usize,
+}
+
+/// Where the heap's memory goes (Unreal's `memreport`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryReport {
+    /// Per class, largest first.
+    pub classes: Vec<ClassMemory>,
+    /// Object allocations in total.
+    pub object_bytes: usize,
+    /// The table's chunks (24 bytes a slot).
+    pub table_bytes: usize,
+    /// The collector's mark bitmap and work list, and the free list.
+    pub collector_bytes: usize,
+    /// What listeners report owning.
+    pub listener_bytes: usize,
+}
+
+impl fmt::Display for MemoryReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{:<28} {:>10} {:>14}", "class", "objects", "bytes")?;
+        for c in &self.classes {
+            writeln!(f, "{:<28} {:>10} {:>14}", c.class, c.count, c.bytes)?;
+        }
+        writeln!(f, "{:<28} {:>10} {:>14}", "(objects)", "", self.object_bytes)?;
+        writeln!(f, "{:<28} {:>10} {:>14}", "(table)", "", self.table_bytes)?;
+        writeln!(f, "{:<28} {:>10} {:>14}", "(collector)", "", self.collector_bytes)?;
+        write!(f, "{:<28} {:>10} {:>14}", "(listeners)", "", self.listener_bytes)
+    }
+}
+
+impl Heap {
+    fn edges_of(&self, index: u32) -> Vec<AnyObj> {
+        let mut e = Edges(Vec::new());
+        if let Some(o) = self.slot(index) {
+            let p = o.header_ptr();
+            // SAFETY: `p` is a live header of its own class; `&self` keeps it alive.
+            unsafe { (p.as_ref().class.vt.trace_dyn)(p, &mut e) };
+            if let Some(outer) = o.outer() {
+                e.0.push(outer);
+            }
+        }
+        e.0
+    }
+
+    fn via_of(&self, index: u32, k: usize) -> String {
+        let mut paths = Paths {
+            segs: Vec::new(),
+            out: Vec::new(),
+        };
+        if let Some(o) = self.slot(index) {
+            let p = o.header_ptr();
+            // SAFETY: as in `edges_of`.
+            unsafe { (p.as_ref().class.vt.trace_dyn)(p, &mut paths) };
+        }
+        paths.out.get(k).cloned().unwrap_or_else(|| "(outer)".to_string())
+    }
+
+    /// The shortest reference chains from a root to `target`: why it is
+    /// alive (Unreal's `obj refs`). Returns up to `max` chains, all of the
+    /// shortest length; empty if nothing keeps the object alive.
+    ///
+    /// ```
+    /// use coreobject::{Heap, Obj, Object};
+    /// #[derive(Object, Default)]
+    /// struct World { levels: Vec<Obj<Level>> }
+    /// #[derive(Object, Default)]
+    /// struct Level { actors: Vec<Obj<Hero>> }
+    /// #[derive(Object, Default)]
+    /// struct Hero;
+    ///
+    /// let mut heap = Heap::new();
+    /// let hero = heap.spawn(Hero).name("Hero").create().unwrap();
+    /// let level = heap.create(Level { actors: vec![hero] });
+    /// let world = heap.spawn(World { levels: vec![level] }).name("World").root().create().unwrap();
+    /// let chains = heap.reference_chains(hero, 4);
+    /// assert_eq!(chains[0].to_string(), format!("(rooted) World.levels[0] -> Level_{}.actors[0] -> Hero", level.index()));
+    /// ```
+    pub fn reference_chains(&self, target: impl Into<AnyObj>, max: usize) -> Vec<RefChain> {
+        let target = target.into();
+        if self.lookup(target, 0).is_err() || max == 0 {
+            return Vec::new();
+        }
+        let hw = self.table.high_water();
+        let mut depth = vec![u32::MAX; hw as usize];
+        let mut parents: HashMap<u32, Vec<(u32, usize)>> = HashMap::new();
+        let mut root_of: HashMap<u32, RootKind> = HashMap::new();
+        let mut queue = VecDeque::new();
+        let mut seed = |i: u32, kind: RootKind, depth: &mut Vec<u32>, queue: &mut VecDeque<u32>| {
+            if depth[i as usize] == u32::MAX {
+                depth[i as usize] = 0;
+                root_of.insert(i, kind);
+                queue.push_back(i);
+            }
+        };
+        for i in 0..hw {
+            let Some(o) = self.slot(i) else { continue };
+            let item = self.table.chunks.at(i);
+            let f = item.flags();
+            if f & flags::DEAD != 0 {
+                continue;
+            }
+            let rc = item.refcount.load(Ordering::Relaxed) as usize;
+            if f & flags::ROOT != 0 {
+                seed(i, RootKind::Rooted, &mut depth, &mut queue);
+            } else if rc > 0 {
+                seed(i, RootKind::Strong(rc), &mut depth, &mut queue);
+            } else if o.is_disregard() {
+                seed(i, RootKind::Disregard, &mut depth, &mut queue);
+            }
+        }
+        for (_, r) in &self.referencers {
+            let mut e = Edges(Vec::new());
+            r.add_referenced_objects(&mut e);
+            for h in e.0 {
+                if self.lookup(h, flags::DEAD).is_ok() {
+                    seed(h.index(), RootKind::Referencer(r.referencer_name()), &mut depth, &mut queue);
+                }
+            }
+        }
+        let t = target.index();
+        while let Some(u) = queue.pop_front() {
+            let d = depth[u as usize];
+            if depth[t as usize] != u32::MAX && d >= depth[t as usize] {
+                break;
+            }
+            for (k, v) in self.edges_of(u).into_iter().enumerate() {
+                if self.lookup(v, flags::DEAD).is_err() {
+                    continue;
+                }
+                let vi = v.index();
+                let dv = &mut depth[vi as usize];
+                if *dv == u32::MAX {
+                    *dv = d + 1;
+                    parents.insert(vi, vec![(u, k)]);
+                    queue.push_back(vi);
+                } else if *dv == d + 1 {
+                    let ps = parents.entry(vi).or_default();
+                    if ps.len() < max {
+                        ps.push((u, k));
+                    }
+                }
+            }
+        }
+        if depth[t as usize] == u32::MAX {
+            return Vec::new();
+        }
+        // Walk back from the target through the shortest-path parents.
+        let mut chains = Vec::new();
+        let mut stack: Vec<Vec<(u32, Option<usize>)>> = vec![vec![(t, None)]];
+        while let Some(partial) = stack.pop() {
+            if chains.len() >= max {
+                break;
+            }
+            let head = partial.last().expect("non-empty").0;
+            if depth[head as usize] == 0 {
+                chains.push(self.render_chain(&partial, root_of[&head].clone()));
+                continue;
+            }
+            for &(p, k) in parents.get(&head).into_iter().flatten() {
+                let mut next = partial.clone();
+                next.push((p, Some(k)));
+                stack.push(next);
+            }
+        }
+        chains
+    }
+
+    fn render_chain(&self, rev: &[(u32, Option<usize>)], root: RootKind) -> RefChain {
+        // `rev` runs target → root; each entry's edge index leads to the entry before it.
+        let mut links = Vec::with_capacity(rev.len());
+        for (n, &(i, k)) in rev.iter().enumerate().rev() {
+            let o = self.slot(i).expect("on chain, so allocated");
+            let _ = n;
+            links.push(RefLink {
+                object: o.id(),
+                label: o.display_name(),
+                class: o.class().name(),
+                via: k.map(|k| self.via_of(i, k)),
+            });
+        }
+        RefChain { root, links }
+    }
+
+    /// Memory per class and for the heap's own structures (Unreal's
+    /// `memreport`).
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Mesh { verts: [f32; 30] }
+    /// let heap = Heap::new();
+    /// heap.create(Mesh::default());
+    /// let r = heap.memory_report();
+    /// assert_eq!(r.classes[0].class, "Mesh");
+    /// assert!(r.classes[0].bytes >= 120);
+    /// println!("{r}");
+    /// ```
+    pub fn memory_report(&self) -> MemoryReport {
+        let mut by: HashMap<*const crate::Class, ClassMemory> = HashMap::new();
+        for i in 0..self.table.high_water() {
+            if let Some(o) = self.slot(i) {
+                let c = o.class();
+                let e = by.entry(c as *const _).or_insert(ClassMemory {
+                    class: c.name(),
+                    count: 0,
+                    bytes: 0,
+                });
+                e.count += 1;
+                e.bytes += c.size();
+            }
+        }
+        let mut classes: Vec<_> = by.into_values().collect();
+        classes.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.class.cmp(b.class)));
+        MemoryReport {
+            object_bytes: classes.iter().map(|c| c.bytes).sum(),
+            classes,
+            table_bytes: self.table.chunks.allocated_chunks()
+                * CHUNK_SIZE as usize
+                * std::mem::size_of::<crate::item::Item>(),
+            collector_bytes: self.gc.bits.capacity() * 8 + self.table.free_remaining() * 4,
+            listener_bytes: self.listeners_allocated_size(),
+        }
+    }
+}

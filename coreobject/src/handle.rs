@@ -1,0 +1,344 @@
+//! Handles: 8-byte `Copy` names for objects that can never dangle.
+//!
+//! # Layout
+//!
+//! ```text
+//!  bits 0..32   index   slot in the object table (FUObjectArray index)
+//!  bits 32..64  serial  [ heap tag: 10 bits | generation: 22 bits ]
+//! ```
+//!
+//! A handle resolves only while the slot at `index` carries exactly the same
+//! `serial`. Freeing an object bumps its slot's generation, so every handle to
+//! it goes stale for good; a slot whose generation would wrap is retired
+//! instead of reused (see [`crate::serial`]). The heap tag is unique among
+//! live heaps and its generations never repeat across heaps that shared it,
+//! so a handle from another heap never resolves either.
+//!
+//! [`Obj<T>`] is strong (traced), [`Weak<T>`] is not, and [`AnyObj`] is the
+//! untyped strong handle. All three are the same 8 bytes; the serial is never
+//! zero, so `Option` of any of them is 8 bytes too.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::marker::PhantomData;
+use std::num::NonZeroU32;
+
+use crate::serial;
+use crate::trace::{RefKind, Trace, Visitor};
+
+/// An untyped strong handle: Unreal's `UObject*`, but checked.
+///
+/// ```
+/// use coreobject::{Heap, Object};
+/// #[derive(Object, Default)]
+/// struct Rock;
+/// let heap = Heap::new();
+/// let any = heap.create(Rock).any();
+/// assert!(heap.downcast::<Rock>(any).is_some());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(C)]
+pub struct AnyObj {
+    index: u32,
+    serial: NonZeroU32,
+}
+
+const _: () = assert!(std::mem::size_of::<AnyObj>() == 8);
+const _: () = assert!(std::mem::size_of::<Option<AnyObj>>() == 8);
+const _: () = assert!(std::mem::size_of::<Obj<()>>() == 8);
+const _: () = assert!(std::mem::size_of::<Option<Weak<()>>>() == 8);
+
+impl AnyObj {
+    pub(crate) const fn new(index: u32, serial: NonZeroU32) -> Self {
+        AnyObj { index, serial }
+    }
+
+    /// The object's slot in the table.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Rock;
+    /// let heap = Heap::new();
+    /// assert_eq!(heap.create(Rock).any().index(), 0);
+    /// ```
+    #[inline]
+    pub const fn index(self) -> u32 {
+        self.index
+    }
+
+    /// The serial number: heap tag and generation.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Rock;
+    /// let heap = Heap::new();
+    /// assert_ne!(heap.create(Rock).any().serial(), 0);
+    /// ```
+    #[inline]
+    pub const fn serial(self) -> u32 {
+        self.serial.get()
+    }
+
+    /// Packs the handle into 64 bits, for serialization or replication.
+    ///
+    /// ```
+    /// # use coreobject::{AnyObj, Heap, Object};
+    /// # #[derive(Object, Default)] struct Rock;
+    /// let heap = Heap::new();
+    /// let h = heap.create(Rock).any();
+    /// assert_eq!(AnyObj::from_bits(h.to_bits()), Some(h));
+    /// ```
+    #[inline]
+    pub const fn to_bits(self) -> u64 {
+        (self.index as u64) | ((self.serial.get() as u64) << 32)
+    }
+
+    /// Unpacks [`to_bits`](Self::to_bits). Any value is safe to unpack: a
+    /// made-up handle simply never resolves. `None` if the serial is zero.
+    ///
+    /// ```
+    /// # use coreobject::AnyObj;
+    /// assert_eq!(AnyObj::from_bits(7), None);
+    /// ```
+    #[inline]
+    pub const fn from_bits(bits: u64) -> Option<Self> {
+        match NonZeroU32::new((bits >> 32) as u32) {
+            Some(serial) => Some(AnyObj {
+                index: bits as u32,
+                serial,
+            }),
+            None => None,
+        }
+    }
+
+    /// Views this handle as a typed one **without** checking the class. The
+    /// class is still checked whenever the typed handle is resolved, so a
+    /// wrong guess resolves to `None`, never to a value of the wrong type.
+    /// Prefer [`Heap::downcast`](crate::Heap::downcast).
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Rock;
+    /// # #[derive(Object, Default)] struct Tree;
+    /// let heap = Heap::new();
+    /// let any = heap.create(Rock).any();
+    /// assert!(heap.get(any.assume::<Tree>()).is_none());
+    /// ```
+    #[inline]
+    pub const fn assume<T>(self) -> Obj<T> {
+        Obj {
+            raw: self,
+            _t: PhantomData,
+        }
+    }
+
+    fn fmt_with(self, f: &mut fmt::Formatter<'_>, kind: &str, ty: &str) -> fmt::Result {
+        write!(
+            f,
+            "{kind}<{ty}>(#{} gen {} heap {})",
+            self.index,
+            serial::generation(self.serial.get()),
+            serial::tag(self.serial.get())
+        )
+    }
+}
+
+impl fmt::Debug for AnyObj {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_with(f, "AnyObj", "_")
+    }
+}
+
+fn short_type_name<T>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    full.rsplit("::").next().unwrap_or(full)
+}
+
+/// A typed strong handle: Unreal's `TObjectPtr<T>`.
+///
+/// Eight bytes, `Copy`. Stored in an object's field it keeps its target alive
+/// (it is traced); held anywhere else (a local, a `Vec` outside the heap) it
+/// is only a name, and resolves to `None` once its object is collected.
+/// Resolve it with [`Heap::get`](crate::Heap::get), `heap[h]`, or
+/// [`Heap::get_mut`](crate::Heap::get_mut).
+///
+/// ```
+/// use coreobject::{Heap, Object};
+/// #[derive(Object, Default)]
+/// struct Hero { hp: u32 }
+/// let mut heap = Heap::new();
+/// let hero = heap.create(Hero { hp: 10 });
+/// heap[hero].hp += 5;
+/// assert_eq!(heap[hero].hp, 15);
+/// println!("{hero:?}"); // Obj<Hero>(#0 gen 0 heap 3)
+/// ```
+pub struct Obj<T> {
+    raw: AnyObj,
+    _t: PhantomData<fn() -> T>,
+}
+
+/// A typed weak handle: Unreal's `TWeakObjectPtr<T>`.
+///
+/// Same 8 bytes as [`Obj<T>`], but not traced: it never keeps its object
+/// alive. Once the object is freed the weak handle is stale forever, even
+/// after the slot is reused.
+///
+/// ```
+/// use coreobject::{Heap, Object};
+/// #[derive(Object, Default)]
+/// struct Target;
+/// let mut heap = Heap::new();
+/// let weak = heap.create(Target).downgrade();
+/// assert!(heap.get(weak).is_some());
+/// heap.collect().unwrap(); // nothing roots it
+/// assert!(heap.get(weak).is_none());
+/// ```
+pub struct Weak<T> {
+    raw: AnyObj,
+    _t: PhantomData<fn() -> T>,
+}
+
+macro_rules! typed_handle {
+    ($name:ident) => {
+        impl<T> $name<T> {
+            /// The untyped handle.
+            #[inline]
+            pub const fn any(self) -> AnyObj {
+                self.raw
+            }
+            /// The object's slot in the table.
+            #[inline]
+            pub const fn index(self) -> u32 {
+                self.raw.index
+            }
+            /// The serial number: heap tag and generation.
+            #[inline]
+            pub const fn serial(self) -> u32 {
+                self.raw.serial.get()
+            }
+            /// The weak form of this handle.
+            #[inline]
+            pub const fn downgrade(self) -> Weak<T> {
+                Weak {
+                    raw: self.raw,
+                    _t: PhantomData,
+                }
+            }
+        }
+        impl<T> Clone for $name<T> {
+            #[inline]
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<T> Copy for $name<T> {}
+        impl<T> PartialEq for $name<T> {
+            #[inline]
+            fn eq(&self, other: &Self) -> bool {
+                self.raw == other.raw
+            }
+        }
+        impl<T> Eq for $name<T> {}
+        impl<T> PartialOrd for $name<T> {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl<T> Ord for $name<T> {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                self.raw.cmp(&other.raw)
+            }
+        }
+        impl<T> Hash for $name<T> {
+            #[inline]
+            fn hash<H: Hasher>(&self, state: &mut H) {
+                self.raw.hash(state)
+            }
+        }
+        impl<T> fmt::Debug for $name<T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.raw
+                    .fmt_with(f, stringify!($name), short_type_name::<T>())
+            }
+        }
+        impl<T> From<$name<T>> for AnyObj {
+            #[inline]
+            fn from(h: $name<T>) -> AnyObj {
+                h.raw
+            }
+        }
+    };
+}
+
+typed_handle!(Obj);
+typed_handle!(Weak);
+
+impl<T> Weak<T> {
+    /// Views this weak handle as a strong one. Resolving it still checks that
+    /// the object is alive; see also [`Heap::upgrade`](crate::Heap::upgrade).
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Rock;
+    /// let heap = Heap::new();
+    /// let h = heap.create(Rock);
+    /// assert_eq!(h.downgrade().strong(), h);
+    /// ```
+    #[inline]
+    pub const fn strong(self) -> Obj<T> {
+        Obj {
+            raw: self.raw,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T> Trace for Obj<T> {
+    const NEEDS_TRACE: bool = true;
+    const KIND: RefKind = RefKind::Strong;
+    #[inline(always)]
+    fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
+        v.visit(self.raw)
+    }
+}
+
+impl<T> Trace for Weak<T> {
+    const NEEDS_TRACE: bool = false;
+    const KIND: RefKind = RefKind::Weak;
+    #[inline(always)]
+    fn trace<V: Visitor + ?Sized>(&self, _v: &mut V) {}
+}
+
+/// Anything that names an object: [`Obj`], [`Weak`], [`AnyObj`] or a
+/// [`StrongObj`](crate::StrongObj). [`Heap::get`](crate::Heap::get) and
+/// friends take any of them.
+///
+/// ```
+/// # use coreobject::{Handle, Heap, Object};
+/// # #[derive(Object, Default)] struct Rock;
+/// let heap = Heap::new();
+/// let h = heap.create(Rock);
+/// assert_eq!(h.downgrade().any_obj(), h.any());
+/// ```
+pub trait Handle {
+    /// The type the handle resolves to.
+    type Target: 'static;
+    /// The untyped handle.
+    fn any_obj(&self) -> AnyObj;
+}
+
+impl<T: 'static> Handle for Obj<T> {
+    type Target = T;
+    #[inline]
+    fn any_obj(&self) -> AnyObj {
+        self.raw
+    }
+}
+
+impl<T: 'static> Handle for Weak<T> {
+    type Target = T;
+    #[inline]
+    fn any_obj(&self) -> AnyObj {
+        self.raw
+    }
+}

@@ -1,0 +1,307 @@
+//! The object table (Unreal's `FChunkedFixedUObjectArray` plus the index
+//! allocator of `FUObjectArray`).
+//!
+//! Items live in chunks of [`CHUNK_SIZE`] that are allocated on first use (or
+//! all at once, with preallocation) and never move, so a `&Item` stays valid
+//! for the table's life. The chunk directory is sized for the object cap up
+//! front; installing a chunk is one compare-and-swap.
+//!
+//! # Index allocation: one atomic
+//!
+//! Like `hecs`'s entity reservation, every creation makes a single
+//! `fetch_sub` on `cursor`:
+//!
+//! * a positive previous value `n` means "take `free[n - 1]`": freed indices are
+//!   reused last-in, first-out;
+//! * a previous value `n <= 0` means "append": the new index is
+//!   `high_water - n`.
+//!
+//! The free list itself only changes under `&mut Table` (when the collector
+//! frees objects), so concurrent creators read it without a lock. `sync`
+//! folds the cursor back into `free` and `high_water` at each such point.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::item::Item;
+use crate::sync::{AtomicI64, AtomicPtr};
+
+/// Items per chunk (Unreal's `NumElementsPerChunk`).
+#[cfg(not(loom))]
+pub const CHUNK_SIZE: u32 = 64 * 1024;
+/// Items per chunk: small under loom, so a model can grow the table.
+#[cfg(loom)]
+pub const CHUNK_SIZE: u32 = 2;
+const CHUNK_SHIFT: u32 = CHUNK_SIZE.trailing_zeros();
+
+/// The chunk directory. Shared (through an `Arc`) with every
+/// [`StrongObj`](crate::StrongObj), whose drop must reach its item's ref count
+/// on any thread, even after the heap is gone.
+pub(crate) struct Chunks {
+    dir: Box<[AtomicPtr<Item>]>,
+}
+
+// SAFETY: all shared state is atomics; chunk memory is only freed in `drop`.
+unsafe impl Sync for Chunks {}
+// SAFETY: as above; the raw chunk pointers own plain `Item`s.
+unsafe impl Send for Chunks {}
+
+impl Chunks {
+    fn new(cap: u32) -> Chunks {
+        let n = cap.div_ceil(CHUNK_SIZE) as usize;
+        Chunks {
+            dir: (0..n)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+        }
+    }
+
+    /// The item at `index`, if its chunk exists.
+    #[inline(always)]
+    pub(crate) fn get(&self, index: u32) -> Option<&Item> {
+        let chunk = self.dir.get((index >> CHUNK_SHIFT) as usize)?;
+        let base = chunk.load(Ordering::Acquire);
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null directory entry points at CHUNK_SIZE items that live as
+        // long as `self` (chunks never move or shrink), and the offset is < CHUNK_SIZE.
+        Some(unsafe { &*base.add((index & (CHUNK_SIZE - 1)) as usize) })
+    }
+
+    /// The item at `index`, which the caller knows is allocated.
+    #[inline(always)]
+    pub(crate) fn at(&self, index: u32) -> &Item {
+        match self.get(index) {
+            Some(item) => item,
+            None => unreachable_chunk(index),
+        }
+    }
+
+    /// Makes sure the chunk holding `index` exists. Lock-free: racing
+    /// threads each build one, one wins the CAS, the others drop theirs.
+    fn ensure(&self, index: u32) {
+        let slot = &self.dir[(index >> CHUNK_SHIFT) as usize];
+        if !slot.load(Ordering::Acquire).is_null() {
+            return;
+        }
+        let fresh: Box<[Item]> = (0..CHUNK_SIZE).map(|_| Item::new()).collect();
+        let fresh = Box::into_raw(fresh) as *mut Item;
+        if slot
+            .compare_exchange(
+                std::ptr::null_mut(),
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            // SAFETY: `fresh` came from `Box::into_raw` of a CHUNK_SIZE slice just above
+            // and lost the race, so nobody else has seen it.
+            drop(unsafe { Box::from_raw(chunk_slice(fresh)) });
+        }
+    }
+
+    pub(crate) fn allocated_chunks(&self) -> usize {
+        self.dir
+            .iter()
+            .filter(|c| !c.load(Ordering::Relaxed).is_null())
+            .count()
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn unreachable_chunk(index: u32) -> ! {
+    panic!("coreobject internal error: item {index} lies in an unallocated chunk")
+}
+
+fn chunk_slice(base: *mut Item) -> *mut [Item] {
+    std::ptr::slice_from_raw_parts_mut(base, CHUNK_SIZE as usize)
+}
+
+impl Drop for Chunks {
+    fn drop(&mut self) {
+        for c in self.dir.iter() {
+            let p = c.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: every non-null entry came from `Box::into_raw` in `ensure`, and
+                // `drop` runs once, after every other owner of the `Arc` is gone.
+                drop(unsafe { Box::from_raw(chunk_slice(p)) });
+            }
+        }
+    }
+}
+
+/// The table: chunks plus the index allocator.
+pub(crate) struct Table {
+    pub(crate) chunks: Arc<Chunks>,
+    cap: u32,
+    /// See the module docs.
+    cursor: AtomicI64,
+    /// Freed indices; the last one is reused first.
+    free: Vec<u32>,
+    /// Slots `[0, high_water)` have been handed out at least once (as of the
+    /// last `sync`).
+    high_water: u32,
+}
+
+impl Table {
+    pub(crate) fn new(cap: u32, preallocate: bool) -> Table {
+        let chunks = Arc::new(Chunks::new(cap));
+        if preallocate {
+            for c in 0..cap.div_ceil(CHUNK_SIZE) {
+                chunks.ensure(c * CHUNK_SIZE);
+            }
+        }
+        Table {
+            chunks,
+            cap,
+            cursor: AtomicI64::new(0),
+            free: Vec::new(),
+            high_water: 0,
+        }
+    }
+
+    pub(crate) fn cap(&self) -> u32 {
+        self.cap
+    }
+
+    /// Reserves a slot index, lock-free, from any thread. `None` at the cap.
+    /// The slot's chunk exists when this returns.
+    #[inline]
+    pub(crate) fn reserve(&self) -> Option<u32> {
+        let n = self.cursor.fetch_sub(1, Ordering::Relaxed);
+        let index = if n > 0 {
+            self.free[(n - 1) as usize]
+        } else {
+            let i = self.high_water as i64 - n;
+            if i >= self.cap as i64 {
+                return None;
+            }
+            i as u32
+        };
+        self.chunks.ensure(index);
+        Some(index)
+    }
+
+    /// Slots handed out so far, including reservations since the last `sync`.
+    #[inline]
+    pub(crate) fn high_water(&self) -> u32 {
+        let n = self.cursor.load(Ordering::Acquire);
+        let appended = if n < 0 { -n } else { 0 };
+        (self.high_water as i64 + appended).min(self.cap as i64) as u32
+    }
+
+    /// Folds concurrent reservations into `free` and `high_water`.
+    pub(crate) fn sync(&mut self) {
+        let n = self.cursor.load(Ordering::Acquire);
+        if n >= 0 {
+            self.free.truncate(n as usize);
+        } else {
+            self.free.clear();
+            self.high_water = (self.high_water as i64 - n).min(self.cap as i64) as u32;
+        }
+        self.cursor.store(self.free.len() as i64, Ordering::Release);
+    }
+
+    /// Returns a freed index to the free list (call `sync` first).
+    pub(crate) fn release(&mut self, index: u32) {
+        self.free.push(index);
+        self.cursor.store(self.free.len() as i64, Ordering::Release);
+    }
+
+    /// Claims a specific free index (Unreal's `AlreadyAllocatedIndex`).
+    /// Returns `false` if the index is in use. Call `sync` first.
+    pub(crate) fn claim(&mut self, index: u32) -> bool {
+        if index >= self.cap {
+            return false;
+        }
+        if index < self.high_water {
+            let Some(pos) = self.free.iter().rposition(|&i| i == index) else {
+                return false;
+            };
+            self.free.remove(pos);
+        } else {
+            // Skipped indices become free, lowest on top so they are used in order.
+            self.free.extend((self.high_water..index).rev());
+            self.high_water = index + 1;
+        }
+        self.cursor.store(self.free.len() as i64, Ordering::Release);
+        self.chunks.ensure(index);
+        true
+    }
+
+    /// Indices currently on the free list (as of the last `sync`).
+    #[cfg(test)]
+    pub(crate) fn free_len(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Free-list entries not yet taken by a reservation.
+    #[inline]
+    pub(crate) fn free_remaining(&self) -> usize {
+        self.cursor.load(Ordering::Acquire).max(0) as usize
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserve_appends_then_reuses_lifo() {
+        let mut t = Table::new(10, false);
+        assert_eq!(t.reserve(), Some(0));
+        assert_eq!(t.reserve(), Some(1));
+        assert_eq!(t.reserve(), Some(2));
+        t.sync();
+        assert_eq!(t.high_water(), 3);
+        t.release(0);
+        t.release(2);
+        assert_eq!(t.reserve(), Some(2));
+        assert_eq!(t.reserve(), Some(0));
+        assert_eq!(t.reserve(), Some(3));
+        t.sync();
+        assert_eq!(t.high_water(), 4);
+        assert_eq!(t.free_len(), 0);
+    }
+
+    #[test]
+    fn reserve_stops_at_cap_and_sync_clamps() {
+        let mut t = Table::new(2, false);
+        assert!(t.reserve().is_some());
+        assert!(t.reserve().is_some());
+        assert_eq!(t.reserve(), None);
+        assert_eq!(t.reserve(), None);
+        assert_eq!(t.high_water(), 2);
+        t.sync();
+        assert_eq!(t.high_water(), 2);
+        t.release(1);
+        assert_eq!(t.reserve(), Some(1));
+    }
+
+    #[test]
+    fn claim_takes_free_or_fresh_indices_only() {
+        let mut t = Table::new(100, false);
+        t.reserve();
+        t.sync();
+        assert!(!t.claim(0), "index 0 is in use");
+        assert!(t.claim(5));
+        assert!(!t.claim(5));
+        // 1..5 became free and are handed out in order.
+        assert_eq!(t.reserve(), Some(1));
+        assert_eq!(t.reserve(), Some(2));
+        assert!(!t.claim(100));
+    }
+
+    #[test]
+    fn chunks_are_lazy_unless_preallocated() {
+        let t = Table::new(3 * CHUNK_SIZE, false);
+        assert_eq!(t.chunks.allocated_chunks(), 0);
+        t.reserve();
+        assert_eq!(t.chunks.allocated_chunks(), 1);
+        let p = Table::new(3 * CHUNK_SIZE, true);
+        assert_eq!(p.chunks.allocated_chunks(), 3);
+    }
+}
