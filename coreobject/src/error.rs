@@ -22,7 +22,9 @@ pub enum Error {
     #[error("stale handle {0:?}: its object was freed")]
     Stale(AnyObj),
     /// The handle was made by another heap.
-    #[error("foreign handle {handle:?}: it was made by heap {handle_heap}, this is heap {this_heap}")]
+    #[error(
+        "foreign handle {handle:?}: it was made by heap {handle_heap}, this is heap {this_heap}"
+    )]
     Foreign {
         /// The handle.
         handle: AnyObj,

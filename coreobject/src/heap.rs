@@ -387,7 +387,11 @@ impl Heap {
                 .fetch_add(T::class().size(), Ordering::Relaxed);
         }
         // SAFETY-free: serial is non-zero because the tag is non-zero.
-        AnyObj::new(index, std::num::NonZeroU32::new(serial).expect("tag is never 0")).assume()
+        AnyObj::new(
+            index,
+            std::num::NonZeroU32::new(serial).expect("tag is never 0"),
+        )
+        .assume()
     }
 
     fn notify_create(&self, obj: AnyObj) {
@@ -446,7 +450,11 @@ impl Heap {
     }
 
     #[inline(always)]
-    pub(crate) fn typed<T: Object>(&self, h: AnyObj, hidden: u32) -> Result<NonNull<Header>, Error> {
+    pub(crate) fn typed<T: Object>(
+        &self,
+        h: AnyObj,
+        hidden: u32,
+    ) -> Result<NonNull<Header>, Error> {
         let p = self.lookup(h, hidden)?;
         // SAFETY: `p` is a live header; reading its class is a shared read.
         let class = unsafe { p.as_ref() }.class;
@@ -693,7 +701,12 @@ impl Heap {
     pub fn strong_count(&self, h: impl Into<AnyObj>) -> usize {
         let h = h.into();
         match self.lookup(h, flags::UNREACHABLE) {
-            Ok(_) => self.table.chunks.at(h.index()).refcount.load(Ordering::Relaxed) as usize,
+            Ok(_) => self
+                .table
+                .chunks
+                .at(h.index())
+                .refcount
+                .load(Ordering::Relaxed) as usize,
             Err(_) => 0,
         }
     }

@@ -15,8 +15,8 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::sync::{AtomicPtr, AtomicU32};
 use crate::object::Header;
+use crate::sync::{AtomicPtr, AtomicU32};
 
 /// Item flags (Unreal's `EInternalObjectFlags`).
 pub(crate) mod flags {

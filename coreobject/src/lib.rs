@@ -123,9 +123,9 @@ mod sync;
 pub mod table;
 pub mod trace;
 
-pub use class::{Class, FieldInfo, Lifecycle, Object};
 #[doc(hidden)]
-pub use class::{ClassDesc, __private};
+pub use class::{__private, ClassDesc};
+pub use class::{Class, FieldInfo, Lifecycle, Object};
 pub use config::{GcConfig, HeapConfig};
 pub use coreobject_derive::{Object, Trace};
 pub use error::{CapReport, Error};

@@ -95,8 +95,15 @@ impl Listeners {
     }
 
     pub(crate) fn allocated_size(&self) -> usize {
-        self.create.iter().map(|(_, l)| l.allocated_size()).sum::<usize>()
-            + self.delete.iter().map(|(_, l)| l.allocated_size()).sum::<usize>()
+        self.create
+            .iter()
+            .map(|(_, l)| l.allocated_size())
+            .sum::<usize>()
+            + self
+                .delete
+                .iter()
+                .map(|(_, l)| l.allocated_size())
+                .sum::<usize>()
     }
 
     pub(crate) fn shutdown(&self) {

@@ -85,7 +85,10 @@ pub(crate) fn acquire(bits: u32) -> Result<TagLease, Error> {
         let t = 1 + (reg.next - 1 + step) % (n - 1);
         if let Some(floor) = reg.floors[t] {
             // Full-width heaps need a fresh tag; narrower ones fit above the floor.
-            if floor.checked_add(span).is_some_and(|end| end <= MAX_GENERATION) {
+            if floor
+                .checked_add(span)
+                .is_some_and(|end| end <= MAX_GENERATION)
+            {
                 reg.floors[t] = None;
                 reg.next = t % (n - 1) + 1;
                 return Ok(TagLease {
@@ -135,7 +138,12 @@ mod tests {
         loop {
             let b = acquire(4).unwrap();
             if b.tag == a.tag {
-                assert!(b.floor >= a.floor + 10, "floor {} not past {}", b.floor, a.floor + 9);
+                assert!(
+                    b.floor >= a.floor + 10,
+                    "floor {} not past {}",
+                    b.floor,
+                    a.floor + 9
+                );
                 held.push(b);
                 break;
             }

@@ -39,9 +39,15 @@ const MAX_REFCOUNT: u32 = i32::MAX as u32;
 impl<T> StrongObj<T> {
     /// Takes a count on `raw`'s slot. Returns the previous count.
     pub(crate) fn acquire(chunks: &Arc<Chunks>, raw: AnyObj) -> (StrongObj<T>, u32) {
-        let prev = chunks.at(raw.index()).refcount.fetch_add(1, Ordering::Relaxed);
+        let prev = chunks
+            .at(raw.index())
+            .refcount
+            .fetch_add(1, Ordering::Relaxed);
         if prev >= MAX_REFCOUNT {
-            chunks.at(raw.index()).refcount.fetch_sub(1, Ordering::Relaxed);
+            chunks
+                .at(raw.index())
+                .refcount
+                .fetch_sub(1, Ordering::Relaxed);
             panic!("more than {MAX_REFCOUNT} StrongObj handles to {raw:?}");
         }
         (

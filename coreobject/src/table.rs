@@ -27,8 +27,12 @@ use crate::item::Item;
 use crate::sync::{AtomicI64, AtomicPtr};
 
 /// Items per chunk (Unreal's `NumElementsPerChunk`).
-#[cfg(not(loom))]
+#[cfg(not(any(loom, miri)))]
 pub const CHUNK_SIZE: u32 = 64 * 1024;
+/// Items per chunk: small under miri, whose interpreter would spend minutes
+/// initializing 64K-item chunks, and which then crosses chunk boundaries.
+#[cfg(all(miri, not(loom)))]
+pub const CHUNK_SIZE: u32 = 256;
 /// Items per chunk: small under loom, so a model can grow the table.
 #[cfg(loom)]
 pub const CHUNK_SIZE: u32 = 2;

@@ -153,10 +153,22 @@ impl fmt::Display for MemoryReport {
         for c in &self.classes {
             writeln!(f, "{:<28} {:>10} {:>14}", c.class, c.count, c.bytes)?;
         }
-        writeln!(f, "{:<28} {:>10} {:>14}", "(objects)", "", self.object_bytes)?;
+        writeln!(
+            f,
+            "{:<28} {:>10} {:>14}",
+            "(objects)", "", self.object_bytes
+        )?;
         writeln!(f, "{:<28} {:>10} {:>14}", "(table)", "", self.table_bytes)?;
-        writeln!(f, "{:<28} {:>10} {:>14}", "(collector)", "", self.collector_bytes)?;
-        write!(f, "{:<28} {:>10} {:>14}", "(listeners)", "", self.listener_bytes)
+        writeln!(
+            f,
+            "{:<28} {:>10} {:>14}",
+            "(collector)", "", self.collector_bytes
+        )?;
+        write!(
+            f,
+            "{:<28} {:>10} {:>14}",
+            "(listeners)", "", self.listener_bytes
+        )
     }
 }
 
@@ -184,7 +196,11 @@ impl Heap {
             // SAFETY: as in `edges_of`.
             unsafe { (p.as_ref().class.vt.trace_dyn)(p, &mut paths) };
         }
-        paths.out.get(k).cloned().unwrap_or_else(|| "(outer)".to_string())
+        paths
+            .out
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| "(outer)".to_string())
     }
 
     /// The shortest reference chains from a root to `target`: why it is
@@ -245,7 +261,12 @@ impl Heap {
             r.add_referenced_objects(&mut e);
             for h in e.0 {
                 if self.lookup(h, flags::DEAD).is_ok() {
-                    seed(h.index(), RootKind::Referencer(r.referencer_name()), &mut depth, &mut queue);
+                    seed(
+                        h.index(),
+                        RootKind::Referencer(r.referencer_name()),
+                        &mut depth,
+                        &mut queue,
+                    );
                 }
             }
         }

@@ -102,15 +102,16 @@ impl<'a> DestroyCx<'a> {
             && self.heap.table.chunks.at(h.index()).flags() & flags::UNREACHABLE != 0
     }
 
-    /// The display name of an allocated object.
+    /// The display name of an allocated object (its name, or `Class_index`).
     pub fn display_name(&self, h: impl Into<AnyObj>) -> Option<String> {
         let h = h.into();
-        self.heap.lookup(h, 0).ok()?;
-        Some(match self.heap.names.read().name_of(h.index()) {
-            Some(n) => n.to_string(),
-            // SAFETY: looked up just above: a live header.
-            None => format!("{}_{}", unsafe { self.heap.lookup(h, 0).ok()?.as_ref() }.class.name(), h.index()),
-        })
+        let p = self.heap.lookup(h, 0).ok()?;
+        if let Some(n) = self.heap.names.read().name_of(h.index()) {
+            return Some(n.to_string());
+        }
+        // SAFETY: `p` is a live header; the hook's `&mut` covers only the value after it.
+        let class = unsafe { p.as_ref() }.class;
+        Some(format!("{}_{}", class.name(), h.index()))
     }
 }
 
@@ -166,7 +167,9 @@ impl Heap {
                 let cx = DestroyCx { heap, this };
                 // SAFETY: `p` is live and of the header's class; the sweep holds `&mut
                 // Heap`, and `cx` never hands out the object being destroyed.
-                guard(caught, || unsafe { (p.as_ref().class.vt.begin_destroy)(p, &cx) });
+                guard(caught, || unsafe {
+                    (p.as_ref().class.vt.begin_destroy)(p, &cx)
+                });
             }
         }
         self.gc.pending.extend(newly.iter().map(|&index| Pending {
@@ -185,7 +188,9 @@ impl Heap {
             let (ptr, this) = self.header_at(p.index);
             let mut is_ready = true;
             // SAFETY: as in `begin_destroy_all`.
-            guard(caught, || is_ready = unsafe { (ptr.as_ref().class.vt.is_ready)(ptr) });
+            guard(caught, || {
+                is_ready = unsafe { (ptr.as_ref().class.vt.is_ready)(ptr) }
+            });
             if is_ready {
                 ready.push(p.index);
                 continue;
@@ -207,7 +212,9 @@ impl Heap {
                 let (p, this) = heap.header_at(i);
                 let cx = DestroyCx { heap, this };
                 // SAFETY: as in `begin_destroy_all`.
-                guard(caught, || unsafe { (p.as_ref().class.vt.finish_destroy)(p, &cx) });
+                guard(caught, || unsafe {
+                    (p.as_ref().class.vt.finish_destroy)(p, &cx)
+                });
             }
         }
         let mut freed = Freed::default();
