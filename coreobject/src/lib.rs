@@ -106,6 +106,9 @@
 
 #![warn(missing_docs)]
 
+// Lets the derives' `::coreobject::…` paths resolve inside this crate too.
+extern crate self as coreobject;
+
 pub mod class;
 pub mod config;
 pub mod error;
