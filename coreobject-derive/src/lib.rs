@@ -189,10 +189,13 @@ fn type_name(ty: &Type) -> String {
             let prev = out.chars().last().unwrap_or(' ');
             let next = chars.get(i + 1).copied().unwrap_or(' ');
             let tight = |c: char| "<>:&()[]".contains(c);
-            if tight(prev) && prev != ')' && prev != ']' && prev != '>' || tight(next) {
+            if tight(prev) && prev != ')' && prev != ']' && prev != '>'
+                || tight(next) && next != '['
+            {
                 continue;
             }
-            if (prev == ')' || prev == ']' || prev == '>') && !next.is_alphanumeric() {
+            if (prev == ')' || prev == ']' || prev == '>') && !next.is_alphanumeric() && next != '-'
+            {
                 continue;
             }
         }

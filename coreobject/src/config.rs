@@ -64,7 +64,8 @@ pub struct GcConfig {
     /// Collect when this much time has passed (as told by `tick`) since the
     /// last collection (Unreal's `gc.TimeBetweenPurgingPendingKillObjects`).
     pub interval: Option<Duration>,
-    /// Collect when this many objects are allocated.
+    /// Collect when this many objects the collector considers are allocated
+    /// (objects in the disregard-for-GC pool do not count).
     pub object_threshold: Option<usize>,
     /// Collect when this many bytes of objects were created since the last
     /// collection (object allocations only: header and value, not what the

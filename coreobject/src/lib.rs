@@ -134,7 +134,7 @@ pub use coreobject_derive::{Object, Trace};
 pub use error::{CapReport, Error};
 pub use gc::{
     ClassMemory, CollectStats, DestroyCx, GcTotals, MemoryReport, PreCollect, RefChain, RefLink,
-    RootKind,
+    RootKind, Trigger,
 };
 pub use handle::{AnyObj, Handle, Obj, Weak};
 pub use heap::{Heap, ObjectRef, Spawn, TableStats};

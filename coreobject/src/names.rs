@@ -1,18 +1,27 @@
 //! Object names and the (outer, name) index (Unreal's `FUObjectHashTables`,
 //! for named objects only: unnamed objects cost nothing here).
+//!
+//! Both maps hash with `rustc-hash`'s Fx hash: keys are slot indices, handle
+//! bits and short names chosen by the program, not by an attacker, and the
+//! index is touched on every named creation and every freed named object.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use rustc_hash::FxBuildHasher;
+
 use crate::error::Error;
 use crate::handle::AnyObj;
 
+type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
+
 #[derive(Default)]
 pub(crate) struct Names {
-    /// (outer bits or 0, name) → object.
-    by_key: HashMap<(u64, Arc<str>), AnyObj>,
+    /// outer bits (or 0) → name → object. Nested so that a lookup by `&str`
+    /// needs no allocation (`Arc<str>: Borrow<str>`).
+    by_outer: FxMap<u64, FxMap<Arc<str>, AnyObj>>,
     /// slot index → (name, outer bits or 0).
-    by_index: HashMap<u32, (Arc<str>, u64)>,
+    by_index: FxMap<u32, (Arc<str>, u64)>,
 }
 
 fn outer_key(outer: Option<AnyObj>) -> u64 {
@@ -28,15 +37,16 @@ impl Names {
     }
 
     pub(crate) fn find(&self, outer: Option<AnyObj>, name: &str) -> Option<AnyObj> {
-        self.by_key
-            .get(&(outer_key(outer), Arc::<str>::from(name)))
-            .copied()
+        self.by_outer.get(&outer_key(outer))?.get(name).copied()
     }
 
     pub(crate) fn insert(&mut self, obj: AnyObj, outer: Option<AnyObj>, name: &str) {
         let name: Arc<str> = Arc::from(name);
         let key = outer_key(outer);
-        self.by_key.insert((key, name.clone()), obj);
+        self.by_outer
+            .entry(key)
+            .or_default()
+            .insert(name.clone(), obj);
         self.by_index.insert(obj.index(), (name, key));
     }
 
@@ -46,12 +56,49 @@ impl Names {
 
     /// Forgets the name of a freed slot.
     pub(crate) fn remove(&mut self, index: u32) {
-        if let Some((name, key)) = self.by_index.remove(&index) {
-            self.by_key.remove(&(key, name));
+        let Some((name, key)) = self.by_index.remove(&index) else {
+            return;
+        };
+        if let Some(children) = self.by_outer.get_mut(&key) {
+            children.remove(&*name);
+            if children.is_empty() {
+                self.by_outer.remove(&key);
+            }
         }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
         self.by_index.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroU32;
+
+    fn obj(i: u32) -> AnyObj {
+        AnyObj::new(i, NonZeroU32::new(1 << 22).unwrap())
+    }
+
+    #[test]
+    fn names_are_found_per_outer_and_forgotten_on_remove() {
+        let mut n = Names::default();
+        let (world, a, b) = (obj(0), obj(1), obj(2));
+        n.insert(a, Some(world), "Hero");
+        n.insert(b, None, "Hero");
+        assert_eq!(n.find(Some(world), "Hero"), Some(a));
+        assert_eq!(n.find(None, "Hero"), Some(b));
+        assert_eq!(n.find(Some(a), "Hero"), None);
+        assert_eq!(n.name_of(1).as_deref(), Some("Hero"));
+        n.remove(1);
+        assert_eq!(n.find(Some(world), "Hero"), None);
+        assert!(
+            n.by_outer.get(&world.to_bits()).is_none(),
+            "empty outer dropped"
+        );
+        n.remove(2);
+        assert!(n.is_empty());
+        n.remove(2); // removing twice is harmless
     }
 }

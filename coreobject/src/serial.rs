@@ -11,6 +11,8 @@
 //!   past the highest generation that heap issued. The next heap with the same
 //!   tag starts above every serial the old one handed out, so old handles stay
 //!   foreign. A tag whose floor runs out of room is retired for the process.
+//!   When no free tag has room for a heap's full generation width, it takes
+//!   the free tag with the most room and its slots simply retire sooner.
 //!
 //! The generation width is a per-heap setting
 //! ([`HeapConfig::generation_bits`](crate::HeapConfig::generation_bits)),
@@ -98,6 +100,22 @@ pub(crate) fn acquire(bits: u32) -> Result<TagLease, Error> {
                 });
             }
         }
+    }
+    // No free tag has room for the whole span (full-width heaps need floor 0,
+    // which every tag loses once a heap with it issues a handle): take the
+    // free tag with the most room left. Its slots retire sooner; they never wrap.
+    let roomiest = (1..n)
+        .filter_map(|t| reg.floors[t].map(|floor| (floor, t)))
+        .filter(|&(floor, _)| floor < MAX_GENERATION)
+        .min();
+    if let Some((floor, t)) = roomiest {
+        reg.floors[t] = None;
+        reg.next = t % (n - 1) + 1;
+        return Ok(TagLease {
+            tag: t as u32,
+            floor,
+            limit: floor.saturating_add(span).min(MAX_GENERATION),
+        });
     }
     Err(Error::TooManyHeaps {
         live_limit: MAX_TAG,

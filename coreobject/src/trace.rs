@@ -321,7 +321,7 @@ fn trace_map<'a, K: Trace + 'a, T: Trace + 'a, V: Visitor + ?Sized>(
 
 impl<K: Trace, T: Trace, S: BuildHasher> Trace for HashMap<K, T, S> {
     const NEEDS_TRACE: bool = K::NEEDS_TRACE || T::NEEDS_TRACE;
-    const KIND: RefKind = RefKind::nested(Self::NEEDS_TRACE);
+    const KIND: RefKind = RefKind::container(if K::NEEDS_TRACE { K::KIND } else { T::KIND });
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
         trace_map(self.iter(), v)
@@ -330,7 +330,7 @@ impl<K: Trace, T: Trace, S: BuildHasher> Trace for HashMap<K, T, S> {
 
 impl<K: Trace, T: Trace> Trace for BTreeMap<K, T> {
     const NEEDS_TRACE: bool = K::NEEDS_TRACE || T::NEEDS_TRACE;
-    const KIND: RefKind = RefKind::nested(Self::NEEDS_TRACE);
+    const KIND: RefKind = RefKind::container(if K::NEEDS_TRACE { K::KIND } else { T::KIND });
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
         trace_map(self.iter(), v)

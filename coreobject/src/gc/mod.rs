@@ -51,11 +51,29 @@ use crate::trace::Visitor;
 pub use debug::{ClassMemory, MemoryReport, RefChain, RefLink, RootKind};
 pub(crate) use mark::Marker;
 pub use sweep::DestroyCx;
-use sweep::{Caught, Pending};
+use sweep::{guard, Caught, Pending};
+
+/// What started a collection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Trigger {
+    /// [`Heap::collect`] was called.
+    #[default]
+    Explicit,
+    /// [`GcConfig::every_frame`](crate::GcConfig::every_frame): every tick.
+    EveryFrame,
+    /// [`GcConfig::interval`](crate::GcConfig::interval) elapsed.
+    Interval,
+    /// [`GcConfig::object_threshold`](crate::GcConfig::object_threshold) reached.
+    ObjectCount,
+    /// [`GcConfig::bytes_threshold`](crate::GcConfig::bytes_threshold) reached.
+    Bytes,
+}
 
 /// What one collection did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CollectStats {
+    /// What started it.
+    pub trigger: Trigger,
     /// Time gathering roots and marking.
     pub mark: Duration,
     /// Time finding unreachable objects and running `begin_destroy`.
@@ -153,8 +171,12 @@ impl Heap {
     ///
     /// # Panics
     /// Resumes the first panic raised by a destruction hook, a delete
-    /// listener or a `Drop`, after the collection has completed and the heap
-    /// is consistent (see [`Lifecycle`](crate::Lifecycle)).
+    /// listener, a `Drop` or a post-collection callback, after the collection
+    /// has completed, its totals are counted and the heap is consistent (see
+    /// [`Lifecycle`](crate::Lifecycle)). A panic in a pre-collection callback
+    /// propagates at once, before anything is marked. A panic while marking (a
+    /// hand-written `Trace` or a [`Referencer`](crate::Referencer)) abandons
+    /// the collection with nothing freed and no root forgotten.
     ///
     /// ```
     /// # use coreobject::{Error, Heap, Object};
@@ -170,10 +192,10 @@ impl Heap {
         if !self.gc.enabled {
             return Err(Error::GcDisabled);
         }
-        Ok(self.collect_now())
+        Ok(self.collect_now(Trigger::Explicit))
     }
 
-    fn collect_now(&mut self) -> CollectStats {
+    fn collect_now(&mut self, trigger: Trigger) -> CollectStats {
         let t0 = Instant::now();
         let _span = tracing::info_span!("gc.collect", heap = self.lease.tag).entered();
         let pre = PreCollect {
@@ -186,7 +208,10 @@ impl Heap {
         self.table.sync();
         self.release_parked();
 
-        let mut stats = CollectStats::default();
+        let mut stats = CollectStats {
+            trigger,
+            ..CollectStats::default()
+        };
         {
             let _s = tracing::debug_span!("gc.mark").entered();
             let (roots, marked) = self.mark();
@@ -218,9 +243,6 @@ impl Heap {
         self.bytes_since_gc.store(0, Ordering::Relaxed);
         self.gc.since_last = Duration::ZERO;
         stats.total = t0.elapsed();
-        for (_, cb) in &mut self.gc.post {
-            cb(&stats);
-        }
         let t = &mut self.gc.totals;
         t.collections += 1;
         t.last_freed = stats.freed;
@@ -235,6 +257,10 @@ impl Heap {
             total_us = stats.total.as_micros() as u64,
             "collection done"
         );
+        // Last, so that a panicking callback finds the books already kept.
+        for (_, cb) in &mut self.gc.post {
+            guard(&mut caught, || cb(&stats));
+        }
         if let Some(p) = caught {
             std::panic::resume_unwind(p);
         }
@@ -278,6 +304,9 @@ impl Heap {
                 marker.visit(AnyObj::new(i, s));
             }
         }
+        // Store the root list before any user code (trace functions,
+        // referencers) runs: if one panics, no root is forgotten.
+        *self.root_candidates.get_mut() = kept;
 
         // The pool's objects are permanent; what they reference stays alive.
         let pool_end = if self.pool.open {
@@ -304,7 +333,6 @@ impl Heap {
         }
         marker.drain();
         let marked = marker.marked;
-        *self.root_candidates.get_mut() = kept;
         self.gc.stack = stack;
         (roots, marked)
     }
@@ -317,27 +345,21 @@ impl Heap {
     /// As [`collect`](Self::collect).
     ///
     /// ```
-    /// use coreobject::{GcConfig, Heap, HeapConfig, Object};
+    /// use coreobject::{GcConfig, Heap, HeapConfig, Object, Trigger};
     /// use std::time::Duration;
     /// #[derive(Object, Default)] struct Spark;
     /// let cfg = HeapConfig { gc: GcConfig { interval: Some(Duration::from_millis(50)), ..GcConfig::MANUAL }, ..HeapConfig::DEFAULT };
     /// let mut heap = Heap::with_config(cfg).unwrap();
     /// heap.create(Spark);
     /// assert!(heap.tick(Duration::from_millis(16)).is_none());
-    /// assert!(heap.tick(Duration::from_millis(40)).is_some());
+    /// let stats = heap.tick(Duration::from_millis(40)).unwrap();
+    /// assert_eq!(stats.trigger, Trigger::Interval);
     /// assert!(heap.is_empty());
     /// ```
     pub fn tick(&mut self, dt: Duration) -> Option<CollectStats> {
         self.gc.since_last += dt;
-        let c = &self.gc.config;
-        let due = self.gc.enabled
-            && (c.every_frame
-                || c.interval.is_some_and(|i| self.gc.since_last >= i)
-                || c.object_threshold.is_some_and(|t| self.len() >= t)
-                || c.bytes_threshold
-                    .is_some_and(|t| self.bytes_since_gc.load(Ordering::Relaxed) >= t));
-        if due {
-            return Some(self.collect_now());
+        if let Some(trigger) = self.due_trigger() {
+            return Some(self.collect_now(trigger));
         }
         if !self.gc.pending.is_empty() {
             self.table.sync();
@@ -350,6 +372,30 @@ impl Heap {
             }
         }
         None
+    }
+
+    /// The first trigger that fires now, if the collector is enabled.
+    fn due_trigger(&self) -> Option<Trigger> {
+        let c = &self.gc.config;
+        if !self.gc.enabled {
+            None
+        } else if c.every_frame {
+            Some(Trigger::EveryFrame)
+        } else if c.interval.is_some_and(|i| self.gc.since_last >= i) {
+            Some(Trigger::Interval)
+        } else if c
+            .object_threshold
+            .is_some_and(|t| self.len() - self.disregard_len() as usize >= t)
+        {
+            Some(Trigger::ObjectCount)
+        } else if c
+            .bytes_threshold
+            .is_some_and(|t| self.bytes_since_gc.load(Ordering::Relaxed) >= t)
+        {
+            Some(Trigger::Bytes)
+        } else {
+            None
+        }
     }
 
     /// Enables or disables the collector (Mundi's `SetEnabled`, Unreal's

@@ -26,7 +26,7 @@ use crate::serial;
 /// A panic caught during the sweep, to resume afterwards.
 pub(crate) type Caught = Option<Box<dyn Any + Send + 'static>>;
 
-fn guard(caught: &mut Caught, f: impl FnOnce()) -> bool {
+pub(crate) fn guard(caught: &mut Caught, f: impl FnOnce()) -> bool {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(()) => true,
         Err(p) => {

@@ -1,0 +1,137 @@
+//! The SVG chart: collector pauses per frame above, the live object count
+//! below.
+
+use std::error::Error;
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::stats::{CollectionRecord, FrameRecord};
+
+const GREY: RGBColor = RGBColor(150, 150, 150);
+const INTERVAL: RGBColor = RGBColor(31, 119, 180);
+const THRESHOLD: RGBColor = RGBColor(255, 127, 14);
+const FINAL: RGBColor = RGBColor(44, 160, 44);
+
+/// Draws `frames` and `collections` into an SVG file at `path`.
+pub fn write_svg(
+    path: &Path,
+    title: &str,
+    frames: &[FrameRecord],
+    collections: &[CollectionRecord],
+) -> Result<(), Box<dyn Error>> {
+    let root = SVGBackend::new(path, (1200, 820)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 22))?;
+    let (top, bottom) = root.split_vertically(440);
+
+    let x_end = frames.len() as f64 + 1.0;
+    // Bars a few pixels wide whatever the frame count.
+    let half = (x_end / 400.0).max(0.4);
+
+    let max_ms = collections
+        .iter()
+        .map(|c| c.total_us)
+        .chain(frames.iter().map(|f| f.logic_us))
+        .fold(0.0, f64::max)
+        / 1000.0;
+    let mut pauses = ChartBuilder::on(&top)
+        .margin(14)
+        .caption(
+            "collector pause per frame (bars) and game logic time per frame (line)",
+            ("sans-serif", 16),
+        )
+        .x_label_area_size(38)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_end, 0.0..(max_ms * 1.15).max(0.1))?;
+    pauses
+        .configure_mesh()
+        .x_desc("frame")
+        .y_desc("milliseconds")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .draw()?;
+    pauses
+        .draw_series(LineSeries::new(
+            frames
+                .iter()
+                .map(|f| (f64::from(f.frame), f.logic_us / 1000.0)),
+            GREY.stroke_width(1),
+        ))?
+        .label("game logic")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], GREY));
+    for (trigger, color) in [
+        ("interval", INTERVAL),
+        ("object count", THRESHOLD),
+        ("final check", FINAL),
+    ] {
+        let bars: Vec<_> = collections
+            .iter()
+            .filter(|c| c.trigger == trigger)
+            .map(|c| {
+                let x = f64::from(c.frame);
+                Rectangle::new(
+                    [(x - half, 0.0), (x + half, c.total_us / 1000.0)],
+                    color.filled(),
+                )
+            })
+            .collect();
+        if bars.is_empty() {
+            continue;
+        }
+        pauses
+            .draw_series(bars)?
+            .label(format!("collection ({trigger})"))
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.filled()));
+    }
+    pauses
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+
+    let max_live = frames
+        .iter()
+        .map(|f| f.live_before_tick.max(f.live))
+        .chain(frames.iter().map(|f| f.target))
+        .max()
+        .unwrap_or(1) as f64;
+    let mut live = ChartBuilder::on(&bottom)
+        .margin(14)
+        .caption(
+            "objects allocated (before and after each tick) and the target population",
+            ("sans-serif", 16),
+        )
+        .x_label_area_size(38)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_end, 0.0..max_live * 1.1)?;
+    live.configure_mesh()
+        .x_desc("frame")
+        .y_desc("objects")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{:.0}k", y / 1000.0))
+        .draw()?;
+    live.draw_series(LineSeries::new(
+        frames.iter().map(|f| (f64::from(f.frame), f.target as f64)),
+        GREY.stroke_width(1),
+    ))?
+    .label("target population")
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], GREY));
+    // A sawtooth: allocation climbs during a frame, drops at a collection.
+    let saw = frames.iter().flat_map(|f| {
+        let x = f64::from(f.frame);
+        [(x, f.live_before_tick as f64), (x + 0.5, f.live as f64)]
+    });
+    live.draw_series(LineSeries::new(saw, INTERVAL.stroke_width(2)))?
+        .label("objects allocated (heap.len())")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], INTERVAL.stroke_width(2)));
+    live.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+
+    root.present()?;
+    Ok(())
+}

@@ -1,0 +1,442 @@
+//! The run's report: assembled once at the end, printed as a summary table
+//! and written as JSON.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use coreobject::{MemoryReport, RefChain, RootKind, TableStats};
+use serde::Serialize;
+
+use crate::check::Check;
+use crate::stats::{CollectionRecord, Counters, FrameRecord, Percentiles};
+
+/// What the run was asked to do.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSettings {
+    /// Target population.
+    pub objects: usize,
+    /// Frames simulated.
+    pub frames: u32,
+    /// Random seed.
+    pub seed: u64,
+    /// Simulated seconds per frame.
+    pub dt_s: f64,
+    /// The collector's interval trigger, in simulated seconds.
+    pub gc_interval_s: f64,
+    /// The collector's object-count trigger.
+    pub gc_object_threshold: usize,
+}
+
+/// Wall-clock times of the run's phases, in seconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct Timing {
+    /// Building the world (pool assets and the initial population).
+    pub setup_s: f64,
+    /// Simulating the frames, collections included.
+    pub frames_s: f64,
+    /// Final collection, reference chain, memory report and checks.
+    pub checks_s: f64,
+    /// Everything.
+    pub total_s: f64,
+    /// Time spent in collections.
+    pub gc_s: f64,
+}
+
+/// One class's live objects and memory.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassRow {
+    /// Class name.
+    pub class: &'static str,
+    /// Live objects.
+    pub count: usize,
+    /// Bytes of their allocations (header and value).
+    pub bytes: usize,
+}
+
+/// [`MemoryReport`] in a serializable form.
+#[derive(Clone, Debug, Serialize)]
+pub struct Memory {
+    /// Per class, largest first.
+    pub classes: Vec<ClassRow>,
+    /// Object allocations.
+    pub object_bytes: usize,
+    /// The object table's chunks.
+    pub table_bytes: usize,
+    /// The collector's own structures.
+    pub collector_bytes: usize,
+    /// What listeners own.
+    pub listener_bytes: usize,
+}
+
+impl From<&MemoryReport> for Memory {
+    fn from(r: &MemoryReport) -> Memory {
+        Memory {
+            classes: r
+                .classes
+                .iter()
+                .map(|c| ClassRow {
+                    class: c.class,
+                    count: c.count,
+                    bytes: c.bytes,
+                })
+                .collect(),
+            object_bytes: r.object_bytes,
+            table_bytes: r.table_bytes,
+            collector_bytes: r.collector_bytes,
+            listener_bytes: r.listener_bytes,
+        }
+    }
+}
+
+/// One link of a reference chain.
+#[derive(Clone, Debug, Serialize)]
+pub struct Link {
+    /// Display name.
+    pub label: String,
+    /// Class name.
+    pub class: &'static str,
+    /// Field path to the next link.
+    pub via: Option<String>,
+}
+
+/// The "who keeps it alive" answer for one actor.
+#[derive(Clone, Debug, Serialize)]
+pub struct Chain {
+    /// The actor's path name.
+    pub subject: String,
+    /// Why the actor was picked.
+    pub why_picked: String,
+    /// The chain as `heap.reference_chains` prints it.
+    pub text: String,
+    /// How the chain is rooted.
+    pub root: String,
+    /// Its links, from the root to the actor.
+    pub links: Vec<Link>,
+    /// Shortest chains found (up to the number asked for).
+    pub chains_found: usize,
+}
+
+impl Chain {
+    /// Describes `chain`, the first of `found` chains to `subject`.
+    pub fn new(subject: String, why_picked: String, chain: &RefChain, found: usize) -> Chain {
+        Chain {
+            subject,
+            why_picked,
+            text: chain.to_string(),
+            root: match &chain.root {
+                RootKind::Rooted => "rooted".to_string(),
+                RootKind::Strong(n) => format!("{n} strong handles"),
+                RootKind::Disregard => "disregard-for-GC pool".to_string(),
+                RootKind::Referencer(name) => format!("referencer {name}"),
+            },
+            links: chain
+                .links
+                .iter()
+                .map(|l| Link {
+                    label: l.label.clone(),
+                    class: l.class,
+                    via: l.via.clone(),
+                })
+                .collect(),
+            chains_found: found,
+        }
+    }
+}
+
+/// Counts describing the object table at the end.
+#[derive(Clone, Debug, Serialize)]
+pub struct Table {
+    /// Objects allocated.
+    pub objects: usize,
+    /// Slots handed out at least once.
+    pub high_water: u32,
+    /// Freed slots waiting for reuse.
+    pub free: usize,
+    /// Chunks allocated.
+    pub chunks: usize,
+    /// The object cap.
+    pub cap: u32,
+    /// Objects in the disregard-for-GC pool.
+    pub disregard: u32,
+}
+
+impl From<TableStats> for Table {
+    fn from(t: TableStats) -> Table {
+        Table {
+            objects: t.objects,
+            high_water: t.high_water,
+            free: t.free,
+            chunks: t.chunks,
+            cap: t.cap,
+            disregard: t.disregard,
+        }
+    }
+}
+
+/// Every statistic of the run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// What was asked.
+    pub settings: RunSettings,
+    /// How long it took.
+    pub timing: Timing,
+    /// Objects allocated at the end.
+    pub live_end: usize,
+    /// Most objects allocated at once (sampled before each tick).
+    pub live_peak: usize,
+    /// The frame of the peak.
+    pub live_peak_frame: u32,
+    /// Collections run, the final explicit one included.
+    pub collections: usize,
+    /// Collections per trigger.
+    pub collections_by_trigger: BTreeMap<&'static str, usize>,
+    /// Pause percentiles over every collection.
+    pub pause: Percentiles,
+    /// Objects freed in total.
+    pub freed_objects: u64,
+    /// Bytes of object allocations freed in total.
+    pub freed_bytes: u64,
+    /// Event counts.
+    pub counters: Counters,
+    /// Live objects per class, most numerous first.
+    pub top_classes: Vec<(&'static str, usize)>,
+    /// The memory report.
+    pub memory: Memory,
+    /// Why one actor is alive.
+    pub reference_chain: Option<Chain>,
+    /// The object table.
+    pub table: Table,
+    /// End-of-run invariants.
+    pub checks: Vec<Check>,
+    /// Every frame.
+    pub frames: Vec<FrameRecord>,
+    /// Every collection.
+    pub collection_log: Vec<CollectionRecord>,
+}
+
+/// `1234567` as `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A byte count in the largest binary unit that keeps it above one.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Microseconds as milliseconds with two decimals.
+fn ms(us: f64) -> String {
+    format!("{:.2} ms", us / 1000.0)
+}
+
+impl RunReport {
+    /// The summary table printed at the end of the run.
+    pub fn summary(&self, memory_report: &MemoryReport) -> String {
+        let mut s = String::new();
+        let c = &self.counters;
+        let row = |s: &mut String, k: &str, v: String| {
+            let _ = writeln!(s, "  {k:<30} {v}");
+        };
+        let _ = writeln!(
+            s,
+            "coreobject-demo: {} frames, target {} objects, seed {}",
+            self.settings.frames,
+            thousands(self.settings.objects as u64),
+            self.settings.seed
+        );
+        let _ = writeln!(s);
+        row(
+            &mut s,
+            "wall time",
+            format!(
+                "{:.2} s (setup {:.2} s, frames {:.2} s, checks {:.2} s; collecting {:.2} s)",
+                self.timing.total_s,
+                self.timing.setup_s,
+                self.timing.frames_s,
+                self.timing.checks_s,
+                self.timing.gc_s
+            ),
+        );
+        row(
+            &mut s,
+            "objects live (end / peak)",
+            format!(
+                "{} / {} (peak at frame {})",
+                thousands(self.live_end as u64),
+                thousands(self.live_peak as u64),
+                self.live_peak_frame
+            ),
+        );
+        row(
+            &mut s,
+            "objects created",
+            format!(
+                "{} ({} actors, {} components, {} projectiles, {} in the pool)",
+                thousands(c.objects_created),
+                thousands(c.actors_spawned),
+                thousands(c.components_created),
+                thousands(c.projectiles_fired),
+                self.table.disregard
+            ),
+        );
+        let triggers = self
+            .collections_by_trigger
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        row(
+            &mut s,
+            "collections",
+            format!(
+                "{} ({triggers}); policy: every {:.1} s or at {} objects",
+                self.collections,
+                self.settings.gc_interval_s,
+                thousands(self.settings.gc_object_threshold as u64)
+            ),
+        );
+        row(
+            &mut s,
+            "pause p50 / p99 / max",
+            format!(
+                "{} / {} / {} (mean {})",
+                ms(self.pause.p50_us),
+                ms(self.pause.p99_us),
+                ms(self.pause.max_us),
+                ms(self.pause.mean_us)
+            ),
+        );
+        row(
+            &mut s,
+            "freed (objects / bytes)",
+            format!(
+                "{} / {}",
+                thousands(self.freed_objects),
+                bytes(self.freed_bytes)
+            ),
+        );
+        row(
+            &mut s,
+            "actors killed",
+            format!(
+                "{} marked as garbage, {} detached from their level",
+                thousands(c.actors_marked_garbage),
+                thousands(c.actors_detached)
+            ),
+        );
+        row(
+            &mut s,
+            "levels",
+            format!("{} loaded, {} unloaded", c.levels_loaded, c.levels_unloaded),
+        );
+        row(
+            &mut s,
+            "weak targets",
+            format!(
+                "{} resolved, {} stale ({} freed, {} garbage), {} re-resolved",
+                thousands(c.weak_checked),
+                thousands(c.weak_stale_freed + c.weak_stale_garbage),
+                thousands(c.weak_stale_freed),
+                thousands(c.weak_stale_garbage),
+                thousands(c.weak_reresolved)
+            ),
+        );
+        row(
+            &mut s,
+            "stale actor entries pruned",
+            thousands(c.stale_actor_entries_pruned),
+        );
+        row(
+            &mut s,
+            "dead handles verified stale",
+            thousands(c.dead_handles_verified),
+        );
+        row(
+            &mut s,
+            "object table",
+            format!(
+                "high water {}, {} free slots, {} chunks, cap {}",
+                thousands(u64::from(self.table.high_water)),
+                thousands(self.table.free as u64),
+                self.table.chunks,
+                thousands(u64::from(self.table.cap))
+            ),
+        );
+
+        let _ = writeln!(s, "\ntop classes by live objects");
+        for (class, n) in self.top_classes.iter().take(8) {
+            let _ = writeln!(s, "  {class:<30} {:>10}", thousands(*n as u64));
+        }
+
+        let _ = writeln!(s, "\nwho keeps it alive (heap.reference_chains)");
+        match &self.reference_chain {
+            Some(ch) => {
+                let _ = writeln!(s, "  {} ({})", ch.subject, ch.why_picked);
+                let _ = writeln!(s, "  {}", ch.text);
+            }
+            None => {
+                let _ = writeln!(s, "  (no live actor)");
+            }
+        }
+
+        let _ = writeln!(s, "\nmemory report (heap.memory_report)");
+        for line in memory_report.to_string().lines() {
+            let _ = writeln!(s, "  {line}");
+        }
+
+        let _ = writeln!(s, "\ninvariants");
+        for ch in &self.checks {
+            let _ = writeln!(
+                s,
+                "  [{}] {}: {}",
+                if ch.ok { " ok " } else { "FAIL" },
+                ch.name,
+                ch.detail
+            );
+        }
+        s
+    }
+
+    /// Writes the report as pretty JSON.
+    pub fn write_json(&self, path: &Path) -> std::io::Result<()> {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+        serde_json::to_writer_pretty(&mut file, self).map_err(std::io::Error::other)?;
+        std::io::Write::flush(&mut file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bytes, thousands};
+
+    #[test]
+    fn formatting() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(3 << 20), "3.0 MiB");
+    }
+}

@@ -1,0 +1,22 @@
+//! Compile-fail tests (trybuild): misuse the types reject.
+//!
+//! * `untraceable_field`: a field whose type does not implement `Trace`; the
+//!   error points at the field's type and says how to fix it.
+//! * `generic_object`: `#[derive(Object)]` on a generic type.
+//! * `unknown_attribute`: unknown `#[object(...)]` options on a type and on a
+//!   field, and `skip` on a type.
+//! * `union`: unions cannot be traced.
+//! * `listener_reenters_heap`: a delete listener that tries to collect; a
+//!   listener gets no heap and cannot borrow one.
+//! * `borrow_across_collect`: a `&T` from `heap.get` held across
+//!   `heap.collect()`; the borrow checker makes every collection a safe point.
+//!
+//! `StrongObj`, `Obj`, `Weak` and `AnyObj` are `Send + Sync` on purpose
+//! (`gc_control.rs` checks that), so there is no compile-fail case for them.
+//! Regenerate the expected output with `TRYBUILD=overwrite`.
+
+#[test]
+fn ui() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/*.rs");
+}
