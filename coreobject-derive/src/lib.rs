@@ -179,6 +179,19 @@ fn trace_fields(fields: &[Field]) -> TokenStream2 {
     quote!(#(#stmts)*)
 }
 
+/// The body of `prefetch` for a struct: forward to every traced field.
+fn prefetch_fields(fields: &[Field]) -> TokenStream2 {
+    let stmts = fields.iter().filter(|f| !f.skip).map(|f| {
+        let (ty, access) = (&f.ty, &f.access);
+        quote_spanned! {ty.span()=>
+            if <#ty as ::coreobject::Trace>::NEEDS_TRACE {
+                <#ty as ::coreobject::Trace>::prefetch(#access);
+            }
+        }
+    });
+    quote!(#(#stmts)*)
+}
+
 /// A type as written, with the token spacing tidied (`Vec<Obj<Level>>`).
 fn type_name(ty: &Type) -> String {
     let raw = ty.to_token_stream().to_string();
@@ -237,11 +250,21 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
     }
 
     // Fields, and the body of `trace`.
+    // Enums keep the default (no-op) `prefetch`: which fields exist depends
+    // on the variant, and the match would cost what the hint saves.
+    let mut prefetch = quote!();
     let (fields, body) =
         match &input.data {
             Data::Struct(s) => {
                 let fields = collect_fields(&s.fields, false, "")?;
                 let body = trace_fields(&fields);
+                let inner = prefetch_fields(&fields);
+                prefetch = quote! {
+                    #[inline(always)]
+                    fn prefetch(&self) {
+                        #inner
+                    }
+                };
                 (fields, body)
             }
             Data::Enum(e) => {
@@ -323,6 +346,7 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
             fn trace<__V: ::coreobject::Visitor + ?::core::marker::Sized>(&self, __v: &mut __V) {
                 #body
             }
+            #prefetch
         }
     };
     if !is_object {
@@ -337,7 +361,11 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
     let lifecycle = if opts.lifecycle {
         quote!()
     } else {
-        quote!(impl ::coreobject::Lifecycle for #ident {})
+        quote! {
+            impl ::coreobject::Lifecycle for #ident {
+                const HAS_HOOKS: bool = false;
+            }
+        }
     };
 
     Ok(quote! {

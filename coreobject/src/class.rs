@@ -74,6 +74,12 @@ pub trait Object: Trace + Lifecycle + Send + Sync + 'static {
 /// assert_eq!(CLOSED.load(Ordering::SeqCst), 1);
 /// ```
 pub trait Lifecycle {
+    /// Whether the type overrides any hook. The empty implementation that
+    /// `#[derive(Object)]` writes sets it to `false`, and the collector then
+    /// skips the three calls (and the memory they touch) for each dying
+    /// object. Leave it at `true` when you write hooks.
+    const HAS_HOOKS: bool = true;
+
     /// First hook: release what can be released at once.
     fn begin_destroy(&mut self, _cx: &DestroyCx<'_>) {}
     /// Polled until it returns `true` (for work still in flight).
@@ -108,6 +114,7 @@ pub struct ClassDesc {
 /// function was instantiated with.
 pub(crate) struct Vtable {
     pub(crate) trace_mark: unsafe fn(NonNull<Header>, &mut Marker<'_>),
+    pub(crate) prefetch: unsafe fn(NonNull<Header>),
     pub(crate) trace_dyn: unsafe fn(NonNull<Header>, &mut dyn Visitor),
     pub(crate) begin_destroy: unsafe fn(NonNull<Header>, &DestroyCx<'_>),
     pub(crate) is_ready: unsafe fn(NonNull<Header>) -> bool,
@@ -133,6 +140,7 @@ pub struct Class {
     fields: &'static [FieldInfo],
     size: usize,
     needs_trace: bool,
+    has_hooks: bool,
     pub(crate) vt: Vtable,
 }
 
@@ -142,6 +150,10 @@ pub struct Class {
 unsafe fn trace_mark<T: Object>(p: NonNull<Header>, m: &mut Marker<'_>) {
     // SAFETY: `p` heads a live `ObjBox<T>` (the vtable's contract).
     unsafe { ObjBox::<T>::value(p).trace(m) }
+}
+unsafe fn prefetch<T: Object>(p: NonNull<Header>) {
+    // SAFETY: `p` heads a live `ObjBox<T>` (the vtable's contract).
+    unsafe { ObjBox::<T>::value(p).prefetch() }
 }
 unsafe fn trace_dyn<T: Object>(p: NonNull<Header>, v: &mut dyn Visitor) {
     // SAFETY: `p` heads a live `ObjBox<T>` (the vtable's contract).
@@ -173,8 +185,10 @@ impl Class {
             fields: desc.fields,
             size: std::mem::size_of::<ObjBox<T>>(),
             needs_trace: T::NEEDS_TRACE,
+            has_hooks: T::HAS_HOOKS,
             vt: Vtable {
                 trace_mark: trace_mark::<T>,
+                prefetch: prefetch::<T>,
                 trace_dyn: trace_dyn::<T>,
                 begin_destroy: begin_destroy::<T>,
                 is_ready: is_ready::<T>,
@@ -206,6 +220,12 @@ impl Class {
     /// not look inside objects whose class holds none.
     pub const fn needs_trace(&self) -> bool {
         self.needs_trace
+    }
+
+    /// Whether objects of this class have destruction hooks
+    /// ([`Lifecycle::HAS_HOOKS`]). The sweep does not call them otherwise.
+    pub const fn has_hooks(&self) -> bool {
+        self.has_hooks
     }
 
     /// Whether the type implements `Default`, so that the heap can make a

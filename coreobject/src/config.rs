@@ -69,7 +69,9 @@ pub struct GcConfig {
     pub object_threshold: Option<usize>,
     /// Collect when this many bytes of objects were created since the last
     /// collection (object allocations only: header and value, not what the
-    /// value owns).
+    /// value owns). Creation counts bytes only while this is set, so that
+    /// heaps without it pay nothing: turning it on later through
+    /// [`Heap::gc_config_mut`](crate::Heap::gc_config_mut) counts from then on.
     pub bytes_threshold: Option<usize>,
     /// Collect on every tick (for debugging).
     pub every_frame: bool,

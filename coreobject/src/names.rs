@@ -94,7 +94,7 @@ mod tests {
         n.remove(1);
         assert_eq!(n.find(Some(world), "Hero"), None);
         assert!(
-            n.by_outer.get(&world.to_bits()).is_none(),
+            !n.by_outer.contains_key(&world.to_bits()),
             "empty outer dropped"
         );
         n.remove(2);

@@ -1,44 +1,85 @@
-//! Marking: an explicit work list, never recursion.
+//! Marking: an explicit work queue, never recursion.
 //!
-//! Grey objects wait on `stack` as packed handles (index + serial). Popping
-//! one validates it (serial matches, not garbage, not yet marked), sets its
-//! bit in the side bitmap, prefetches its memory and parks it in a small FIFO
-//! ring; objects are scanned only when they leave the ring, by which time the
-//! prefetch has usually landed. Pushing a handle prefetches its table item.
-//! A 10-million-object chain therefore needs 10 million stack *entries* on
-//! the heap, and no call-stack depth at all.
+//! Marking a large graph is bound by cache misses, not by instructions: each
+//! object costs a miss on its table item, one on its allocation and one on
+//! any buffer its references live in (a `Vec`'s, say). The marker therefore
+//! runs every object through a three-stage pipeline, so that each miss is
+//! requested long before it is needed and many are in flight at once:
+//!
+//! 1. **queue** — a visited handle whose slot is not yet marked joins a FIFO
+//!    queue (breadth-first order) and its table item is prefetched. By the
+//!    time it reaches the front, the item has long arrived.
+//! 2. **ring A** — popping validates the handle against the item (serial
+//!    matches, not garbage, not in the pool, not yet marked), sets its bit
+//!    in the side bitmap and prefetches the object's allocation.
+//! 3. **ring B** — on entering this ring the object's
+//!    [`Trace::prefetch`](crate::Trace::prefetch) asks for the buffers its
+//!    `trace` will read; on leaving it, the object is scanned, and its
+//!    references join the queue.
+//!
+//! A 10-million-object chain needs 10 million queue *entries* on the heap,
+//! and no call-stack depth at all. The same handle may be queued more than
+//! once (it is marked only when popped, after validation); the bitmap test
+//! at pop makes the repeats cheap.
 
+use std::collections::VecDeque;
 use std::ptr::NonNull;
 
 use crate::handle::AnyObj;
 use crate::item::flags;
 use crate::object::Header;
 use crate::table::Chunks;
-use crate::trace::Visitor;
+use crate::trace::{prefetch_line, Visitor};
 
-/// Objects in flight between prefetch and scan.
+/// Objects in flight in each ring: enough to cover a memory miss with the
+/// work of the objects ahead of them.
 const RING: usize = 8;
 
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch is only a hint; it never faults, whatever the address.
-        #[allow(unused_unsafe)]
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(p as *const i8)
+/// A fixed-size FIFO of object pointers.
+struct Ring {
+    slots: [NonNull<Header>; RING],
+    head: usize,
+    len: usize,
+}
+
+impl Ring {
+    fn new() -> Ring {
+        Ring {
+            slots: [NonNull::dangling(); RING],
+            head: 0,
+            len: 0,
         }
     }
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = p;
+
+    #[inline(always)]
+    fn is_full(&self) -> bool {
+        self.len == RING
+    }
+
+    #[inline(always)]
+    fn push(&mut self, p: NonNull<Header>) {
+        debug_assert!(!self.is_full());
+        self.slots[(self.head + self.len) % RING] = p;
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    fn pop(&mut self) -> Option<NonNull<Header>> {
+        if self.len == 0 {
+            return None;
+        }
+        let p = self.slots[self.head];
+        self.head = (self.head + 1) % RING;
+        self.len -= 1;
+        Some(p)
+    }
 }
 
 /// The collector's visitor.
 pub(crate) struct Marker<'a> {
     chunks: &'a Chunks,
     bits: &'a mut [u64],
-    stack: &'a mut Vec<u64>,
+    queue: &'a mut VecDeque<u64>,
     high_water: u32,
     pub(crate) marked: usize,
 }
@@ -47,13 +88,13 @@ impl<'a> Marker<'a> {
     pub(crate) fn new(
         chunks: &'a Chunks,
         bits: &'a mut [u64],
-        stack: &'a mut Vec<u64>,
+        queue: &'a mut VecDeque<u64>,
         high_water: u32,
     ) -> Self {
         Marker {
             chunks,
             bits,
-            stack,
+            queue,
             high_water,
             marked: 0,
         }
@@ -79,10 +120,22 @@ impl<'a> Marker<'a> {
         }
     }
 
-    /// Pops and validates the next grey object; marks it.
+    /// Asks for the memory `scan` will read behind the object's pointers.
+    #[inline(always)]
+    fn prefetch_refs(p: NonNull<Header>) {
+        // SAFETY: as in `scan`.
+        let h = unsafe { p.as_ref() };
+        if h.class.needs_trace() {
+            // SAFETY: the vtable belongs to the header's own class.
+            unsafe { (h.class.vt.prefetch)(p) }
+        }
+    }
+
+    /// Pops and validates the next queued handle; marks it. `Some(None)`
+    /// means the entry was stale or already marked.
     #[inline(always)]
     fn pop_grey(&mut self) -> Option<Option<NonNull<Header>>> {
-        let bits = self.stack.pop()?;
+        let bits = self.queue.pop_front()?;
         let (i, serial) = (bits as u32, (bits >> 32) as u32);
         if self.is_marked(i) {
             return Some(None);
@@ -96,32 +149,37 @@ impl<'a> Marker<'a> {
         };
         self.bits[(i >> 6) as usize] |= 1 << (i & 63);
         self.marked += 1;
-        prefetch(p.as_ptr());
+        prefetch_line(p.as_ptr());
         Some(Some(p))
     }
 
     /// Marks everything reachable from what was visited so far.
     pub(crate) fn drain(&mut self) {
-        let mut ring = [NonNull::<Header>::dangling(); RING];
-        let (mut head, mut len) = (0usize, 0usize);
+        let (mut a, mut b) = (Ring::new(), Ring::new());
         loop {
-            while len < RING {
+            // Stage 2: keep ring A full from the queue.
+            while !a.is_full() {
                 match self.pop_grey() {
                     None => break,
                     Some(None) => continue,
-                    Some(Some(p)) => {
-                        ring[(head + len) % RING] = p;
-                        len += 1;
-                    }
+                    Some(Some(p)) => a.push(p),
                 }
             }
-            if len == 0 {
+            // Stage 3: move one object from A into B, scanning B's oldest to
+            // make room. Once A runs dry, B drains (its scans may refill the
+            // queue, and the loop goes round again).
+            if let Some(p) = a.pop() {
+                if b.is_full() {
+                    let oldest = b.pop().expect("a full ring has an oldest entry");
+                    self.scan(oldest);
+                }
+                Self::prefetch_refs(p);
+                b.push(p);
+            } else if let Some(oldest) = b.pop() {
+                self.scan(oldest);
+            } else {
                 break;
             }
-            let p = ring[head];
-            head = (head + 1) % RING;
-            len -= 1;
-            self.scan(p);
         }
     }
 }
@@ -133,7 +191,7 @@ impl Visitor for Marker<'_> {
         if i >= self.high_water || self.is_marked(i) {
             return;
         }
-        prefetch(self.chunks.at(i) as *const _);
-        self.stack.push(obj.to_bits());
+        prefetch_line(self.chunks.at(i) as *const _);
+        self.queue.push_back(obj.to_bits());
     }
 }

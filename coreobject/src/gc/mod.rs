@@ -133,7 +133,7 @@ pub(crate) struct Collector {
     pub(crate) config: GcConfig,
     pub(crate) enabled: bool,
     pub(crate) bits: Vec<u64>,
-    stack: Vec<u64>,
+    queue: std::collections::VecDeque<u64>,
     pub(crate) pending: Vec<Pending>,
     pub(crate) parked: Vec<u32>,
     totals: GcTotals,
@@ -149,7 +149,7 @@ impl Collector {
             config,
             enabled: true,
             bits: Vec::new(),
-            stack: Vec::new(),
+            queue: std::collections::VecDeque::new(),
             pending: Vec::new(),
             parked: Vec::new(),
             totals: GcTotals::default(),
@@ -273,7 +273,7 @@ impl Heap {
         let words = (hw as usize).div_ceil(64);
         self.gc.bits.clear();
         self.gc.bits.resize(words, 0);
-        let mut stack = std::mem::take(&mut self.gc.stack);
+        let mut queue = std::mem::take(&mut self.gc.queue);
         let chunks = &*self.table.chunks;
 
         // Root candidates: drop stale and duplicate entries, keep the rest.
@@ -285,7 +285,7 @@ impl Heap {
                 .fetch_and(!flags::LISTED, Ordering::Relaxed);
         }
         let mut kept = Vec::with_capacity(candidates.len());
-        let mut marker = Marker::new(chunks, &mut self.gc.bits, &mut stack, hw);
+        let mut marker = Marker::new(chunks, &mut self.gc.bits, &mut queue, hw);
         let mut roots = 0;
         for i in candidates {
             let item = chunks.at(i);
@@ -333,7 +333,7 @@ impl Heap {
         }
         marker.drain();
         let marked = marker.marked;
-        self.gc.stack = stack;
+        self.gc.queue = queue;
         (roots, marked)
     }
 
