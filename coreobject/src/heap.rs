@@ -420,7 +420,7 @@ impl Heap {
     /// Finds a handle's live header, hiding objects whose flags meet `hidden`.
     #[inline(always)]
     pub(crate) fn lookup(&self, h: AnyObj, hidden: u32) -> Result<NonNull<Header>, Error> {
-        let Some(item) = self.table.chunks.get(h.index()) else {
+        let Some(item) = self.table.item(h.index()) else {
             return Err(self.miss(h));
         };
         if item.serial() != h.serial() {
@@ -851,8 +851,9 @@ impl Heap {
         }
     }
 
+    #[inline]
     pub(crate) fn slot(&self, index: u32) -> Option<ObjectRef<'_>> {
-        let item: &Item = self.table.chunks.get(index)?;
+        let item: &Item = self.table.item(index)?;
         let header = item.object()?;
         let serial = std::num::NonZeroU32::new(item.serial())?;
         Some(ObjectRef {

@@ -20,6 +20,7 @@
 //! frees objects), so concurrent creators read it without a lock. `sync`
 //! folds the cursor back into `free` and `high_water` at each such point.
 
+use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -140,6 +141,10 @@ impl Drop for Chunks {
 /// The table: chunks plus the index allocator.
 pub(crate) struct Table {
     pub(crate) chunks: Arc<Chunks>,
+    /// `chunks.dir`, copied out of the `Arc` so that a lookup makes one
+    /// dependent load fewer (see [`Table::item`]).
+    dir: NonNull<AtomicPtr<Item>>,
+    dir_len: usize,
     cap: u32,
     /// See the module docs.
     cursor: AtomicI64,
@@ -150,6 +155,12 @@ pub(crate) struct Table {
     high_water: u32,
 }
 
+// SAFETY: `dir` points into the directory that `chunks` owns, which is only
+// ever accessed through atomics; everything else in `Table` is `Send + Sync`.
+unsafe impl Send for Table {}
+// SAFETY: as above.
+unsafe impl Sync for Table {}
+
 impl Table {
     pub(crate) fn new(cap: u32, preallocate: bool) -> Table {
         let chunks = Arc::new(Chunks::new(cap));
@@ -158,8 +169,12 @@ impl Table {
                 chunks.ensure(c * CHUNK_SIZE);
             }
         }
+        let dir = NonNull::from(&chunks.dir[..]).cast::<AtomicPtr<Item>>();
+        let dir_len = chunks.dir.len();
         Table {
             chunks,
+            dir,
+            dir_len,
             cap,
             cursor: AtomicI64::new(0),
             free: Vec::new(),
@@ -169,6 +184,25 @@ impl Table {
 
     pub(crate) fn cap(&self) -> u32 {
         self.cap
+    }
+
+    /// The item at `index`, if its chunk exists: [`Chunks::get`] without the
+    /// hop through the `Arc`, for the resolve path.
+    #[inline(always)]
+    pub(crate) fn item(&self, index: u32) -> Option<&Item> {
+        let k = (index >> CHUNK_SHIFT) as usize;
+        if k >= self.dir_len {
+            return None;
+        }
+        // SAFETY: `dir` points at the `dir_len` directory entries owned by
+        // `self.chunks`, which lives (and never moves its directory) as long as `self`.
+        let base = unsafe { self.dir.add(k).as_ref() }.load(Ordering::Acquire);
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null entry points at CHUNK_SIZE items that live as long as
+        // `self.chunks`, and the offset is < CHUNK_SIZE.
+        Some(unsafe { &*base.add((index & (CHUNK_SIZE - 1)) as usize) })
     }
 
     /// Reserves a slot index, lock-free, from any thread. `None` at the cap.
