@@ -1,1 +1,592 @@
-fn main() {}
+//! `coreobject-bench`: coreobject against gc-arena 0.7, rust-gc (`gc` 0.5),
+//! dumpster 2.1, rust-cc 0.6, slotmap 1.1 (with a hand-rolled mark and
+//! sweep), `Rc`/`Box` where they can express the workload, and an `ideal`
+//! floor (struct-of-arrays, a bitmap mark, an explicit work list with
+//! prefetching, no per-object allocation) — all in one run.
+//!
+//! ```text
+//! coreobject-bench <world|weak|binary-trees|micro|all> [flags] [--quick]
+//! ```
+//!
+//! # Workloads
+//!
+//! * [`world`]: levels, actors, components and `K` random references per
+//!   object; a fraction `F` of actors is detached and one full collection
+//!   must free exactly them. Build time, collection time and heap bytes per
+//!   object. **The layout, the same for every peer**: each object is one
+//!   vector of references (tree children first, then the random ones),
+//!   allocated once at its exact length, plus a zero-sized drop counter; see
+//!   the module docs.
+//! * [`weak`]: `M` random weak-handle resolves over `N` objects, 10% freed.
+//! * [`trees`] (`binary-trees`): the Benchmarks Game workload, checked
+//!   against the closed form `2^(d+1) - 1` nodes per tree.
+//! * [`micro`]: create, resolve, iterate, and root add/remove.
+//!
+//! # Method
+//!
+//! Each peer runs in a **worker process of its own** (this executable,
+//! re-run with `--peers <peer>` and a hidden `--worker` flag, printing its
+//! results as `WORKER {…}` lines), because a thread inherits the glibc malloc
+//! arena of an exited one: in one process, a rust-cc `world` run made the
+//! `binary-trees` of coreobject and rust-gc 4–7x slower. `--in-process` runs
+//! every peer in one process instead. Within a worker, each repetition runs
+//! on a fresh thread with a **1 GiB stack** (reserved, not committed),
+//! because rust-gc and dumpster mark recursively and rust-cc traces
+//! recursively: a deep reference chain would overflow a normal stack.
+//!
+//! Each table shows the median over repetitions with min–max, the ratio to
+//! `ideal` and to the best peer (for coreobject's row: to the best peer other
+//! than coreobject). A peer that has used up its time budget (`--budget`)
+//! gets no further repetitions, except that the peers a workload's targets
+//! compare always get 3; the `reps` column says how many ran, so a very slow
+//! peer may show 1. Every repetition is verified; any failure makes the exit
+//! status non-zero. The last line of output is `JSON {…}` with every figure.
+
+mod alloc;
+mod harness;
+mod micro;
+mod report;
+mod tally;
+mod trees;
+mod weak;
+mod world;
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+
+use harness::{Peer, Settings, Status, WorkloadResult};
+use report::Target;
+
+#[global_allocator]
+static GLOBAL: alloc::Counting = alloc::Counting;
+
+/// Benchmarks coreobject against gc-arena, rust-gc, dumpster, rust-cc,
+/// slotmap, Rc/Box and an ideal floor in one run, verifying every result.
+/// Each peer runs in a worker process of its own, each repetition on a fresh
+/// thread with a 1 GiB stack (rust-gc and dumpster mark recursively). Prints
+/// tables of medians with min-max and ratios, a targets table, then one line
+/// `JSON {...}`.
+#[derive(Parser, Debug)]
+#[command(name = "coreobject-bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    workload: Workload,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug, Clone)]
+struct Common {
+    /// Small sizes and 3 repetitions: the CI smoke run.
+    #[arg(long, global = true)]
+    quick: bool,
+    /// Repetitions per peer (default 5, or 3 with --quick).
+    #[arg(long, global = true)]
+    reps: Option<usize>,
+    /// Seconds after which a peer gets no more repetitions (default 1.0, or
+    /// 0.5 with --quick). At least one always runs, and at least 3 (or
+    /// --reps, if lower) for the peers a workload's targets compare.
+    #[arg(long, global = true)]
+    budget: Option<f64>,
+    /// Comma-separated peers to run (default: all). Names: coreobject,
+    /// gc-arena, rust-gc, dumpster, rust-cc, slotmap, Rc, Box, ideal.
+    #[arg(long, global = true, value_delimiter = ',')]
+    peers: Vec<String>,
+    /// Print every repetition to stderr.
+    #[arg(long, short, global = true)]
+    verbose: bool,
+    /// Run every peer in this process instead of one worker process per
+    /// peer (faster to start, but a library's leftover allocator state can
+    /// then slow down the peers that run after it).
+    #[arg(long, global = true)]
+    in_process: bool,
+    /// Internal: run in this process and print `WORKER {json}` lines for the
+    /// parent process.
+    #[arg(long, global = true, hide = true)]
+    worker: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Workload {
+    /// World graph: build, detach a fraction, one full collection, memory.
+    World(WorldArgs),
+    /// Random weak-handle resolves with 10% of the objects freed.
+    Weak(WeakArgs),
+    /// The Benchmarks Game binary-trees.
+    BinaryTrees(TreesArgs),
+    /// Create, resolve, iterate, and root add/remove.
+    Micro(MicroArgs),
+    /// Every workload with its defaults (`all --quick`: the CI smoke run).
+    All,
+}
+
+#[derive(Args, Debug, Default)]
+struct WorldArgs {
+    /// Objects [default: 1000000; --quick: 100000].
+    #[arg(long)]
+    objects: Option<usize>,
+    /// Random references per object [default: 2].
+    #[arg(long)]
+    edges: Option<usize>,
+    /// Fraction of objects detached (garbage) [default: 0.10].
+    #[arg(long)]
+    garbage_frac: Option<f64>,
+    /// Random seed [default: 1].
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+#[derive(Args, Debug, Default)]
+struct WeakArgs {
+    /// Objects [default: 1000000; --quick: 100000].
+    #[arg(long)]
+    objects: Option<usize>,
+    /// Weak resolves [default: 2000000; --quick: 500000].
+    #[arg(long)]
+    lookups: Option<usize>,
+    /// Random seed [default: 1].
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+#[derive(Args, Debug, Default)]
+struct TreesArgs {
+    /// Maximum tree depth [default: 16; --quick: 12].
+    #[arg(long)]
+    depth: Option<u32>,
+}
+
+#[derive(Args, Debug, Default)]
+struct MicroArgs {
+    /// Objects [default: 200000; --quick: 20000].
+    #[arg(long)]
+    objects: Option<usize>,
+    /// Operations for resolve and root [default: 2000000; --quick: 500000].
+    #[arg(long)]
+    ops: Option<usize>,
+    /// Random seed [default: 1].
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+/// Sizes the targets are defined at.
+const TARGET_WORLD_OBJECTS: usize = 1_000_000;
+const TARGET_TREE_DEPTH: u32 = 16;
+
+fn pick<T>(v: Option<T>, quick: bool, full: T, small: T) -> T {
+    v.unwrap_or(if quick { small } else { full })
+}
+
+fn run_world(s: &Settings, quick: bool, a: &WorldArgs) -> Result<WorkloadResult, String> {
+    let p = world::Params {
+        objects: pick(a.objects, quick, 1_000_000, 100_000),
+        edges: a.edges.unwrap_or(2),
+        garbage_frac: a.garbage_frac.unwrap_or(0.10),
+        seed: a.seed.unwrap_or(1),
+    };
+    let plan = world::Plan::new(&p)?;
+    let mut w = harness::run_workload(
+        s,
+        "world",
+        &[Peer::CoreObject, Peer::GcArena, Peer::SlotMap, Peer::Ideal],
+        vec![
+            ("objects", plan.n.to_string()),
+            ("edges", p.edges.to_string()),
+            ("garbage_frac", p.garbage_frac.to_string()),
+            ("seed", p.seed.to_string()),
+            ("garbage", plan.garbage_count.to_string()),
+            ("live", plan.live().to_string()),
+            ("references", plan.edges().to_string()),
+        ],
+        world::metrics(),
+        |peer| world::run(peer, &plan),
+    );
+    let payload = 24.0 + 8.0 * plan.edges() as f64 / plan.n as f64;
+    w.notes.push(
+        "layout (every peer): one Vec of references per object (children, then the random ones), allocated at its exact length".into(),
+    );
+    w.notes.push(format!(
+        "memory: the payload alone (Vec header + 8-byte references) is {payload:.1} B/object; the rest is each library's \
+         own overhead (coreobject: a 24 B table item + a 16 B object header; ideal uses 4-byte indices)"
+    ));
+    w.notes.push(
+        "build includes the automatic collections rust-gc, dumpster and rust-cc run meanwhile, and releasing the builder's handles; \
+         detach times and coreobject's mark/sweep/destroy split are in the JSON"
+            .into(),
+    );
+    Ok(w)
+}
+
+fn run_weak(s: &Settings, quick: bool, a: &WeakArgs) -> Result<WorkloadResult, String> {
+    let p = weak::Params {
+        objects: pick(a.objects, quick, 1_000_000, 100_000),
+        lookups: pick(a.lookups, quick, 2_000_000, 500_000),
+        seed: a.seed.unwrap_or(1),
+    };
+    let plan = weak::Plan::new(&p)?;
+    let mut w = harness::run_workload(
+        s,
+        "weak",
+        &[Peer::CoreObject, Peer::SlotMap, Peer::Ideal],
+        vec![
+            ("objects", p.objects.to_string()),
+            ("lookups", p.lookups.to_string()),
+            ("freed_frac", weak::FREED_FRAC.to_string()),
+            ("expected_hits", plan.hits.to_string()),
+            ("seed", p.seed.to_string()),
+        ],
+        weak::metrics(),
+        |peer| weak::run(peer, &plan),
+    );
+    w.notes.push(
+        "a lookup resolves a weak handle and reads the object's u64: coreobject Heap::get(Weak), gc-arena GcWeak::upgrade, \
+         rust-cc and Rc Weak::upgrade, slotmap SlotMap::get, ideal a generation compare"
+            .into(),
+    );
+    Ok(w)
+}
+
+fn run_trees(s: &Settings, quick: bool, a: &TreesArgs) -> Result<WorkloadResult, String> {
+    let depth = pick(a.depth, quick, TARGET_TREE_DEPTH, 12);
+    let plan = trees::Plan::new(depth)?;
+    let mut w = harness::run_workload(
+        s,
+        "binary-trees",
+        &[Peer::CoreObject, Peer::Box, Peer::Ideal],
+        vec![
+            ("depth", plan.max_depth.to_string()),
+            ("nodes", plan.total_nodes().to_string()),
+        ],
+        trees::metrics(),
+        |peer| trees::run(peer, &plan),
+    );
+    w.notes.push(format!(
+        "garbage is freed by: Box/Rc/dumpster/rust-cc on drop, rust-gc by its own triggers, gc-arena by collect_debt after each tree, \
+         coreobject by Heap::tick with an object-count trigger and slotmap by mark and sweep (both at max(2 x live, {}) objects), \
+         ideal by resetting an index arena",
+        trees::MIN_TRIGGER
+    ));
+    w.notes.push(format!(
+        "every peer's output was checked against the closed form:\n{}",
+        plan.output(&plan.expected())
+            .lines()
+            .map(|l| format!("        {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    ));
+    Ok(w)
+}
+
+fn run_micro(s: &Settings, quick: bool, a: &MicroArgs) -> Result<Vec<WorkloadResult>, String> {
+    let p = micro::Params {
+        objects: pick(a.objects, quick, 200_000, 20_000),
+        ops: pick(a.ops, quick, 2_000_000, 500_000),
+        seed: a.seed.unwrap_or(1),
+    };
+    let plan = micro::Plan::new(&p)?;
+    Ok(micro::Bench::ALL
+        .iter()
+        .map(|&b| {
+            let mut params = vec![("objects", p.objects.to_string())];
+            if matches!(b, micro::Bench::Resolve | micro::Bench::Root) {
+                params.push(("ops", p.ops.to_string()));
+            }
+            let mut w =
+                harness::run_workload(s, b.name(), &Peer::ALL, params, b.metrics(), |peer| {
+                    micro::run(b, peer, &plan)
+                });
+            w.notes.push(b.note().to_string());
+            w
+        })
+        .collect())
+}
+
+/// The targets the team is tracked on, from this run's figures.
+fn targets(results: &[WorkloadResult]) -> Vec<Target> {
+    let mut out = Vec::new();
+    let find = |name: &str| results.iter().find(|w| w.name == name);
+    let param = |w: &WorkloadResult, k: &str| {
+        w.params
+            .iter()
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let ratio = |w: &WorkloadResult, m: usize, a: Peer, b: Peer| {
+        Some(report::median_of(w, a, m)? / report::median_of(w, b, m)?)
+    };
+    if let Some(w) = find("world") {
+        let at = param(w, "objects") == TARGET_WORLD_OBJECTS.to_string()
+            && param(w, "edges") == "2"
+            && param(w, "garbage_frac") == "0.1";
+        for other in [Peer::GcArena, Peer::SlotMap] {
+            out.push(Target {
+                name: format!("world 1M collect >= 3x faster than {}", other.name()),
+                measured: ratio(w, 1, Peer::CoreObject, other),
+                limit: 1.0 / 3.0,
+                unit: "x",
+                at_target_size: at,
+                note: "coreobject / peer time".into(),
+            });
+        }
+        out.push(Target {
+            name: "world 1M build >= 3x faster than gc-arena".into(),
+            measured: ratio(w, 0, Peer::CoreObject, Peer::GcArena),
+            limit: 1.0 / 3.0,
+            unit: "x",
+            at_target_size: at,
+            note: "coreobject / gc-arena time".into(),
+        });
+        out.push(Target {
+            name: "world memory <= 64 B/object".into(),
+            measured: report::median_of(w, Peer::CoreObject, 3),
+            limit: 64.0,
+            unit: " B",
+            at_target_size: at,
+            note: "coreobject".into(),
+        });
+    }
+    if let Some(w) = find("weak") {
+        out.push(Target {
+            name: "weak resolve <= 1.1x slotmap".into(),
+            measured: ratio(w, 0, Peer::CoreObject, Peer::SlotMap),
+            limit: 1.1,
+            unit: "x",
+            at_target_size: true,
+            note: "coreobject / slotmap time".into(),
+        });
+    }
+    if let Some(w) = find("binary-trees") {
+        out.push(Target {
+            name: "binary-trees depth 16 <= 1.5x Box".into(),
+            measured: ratio(w, 0, Peer::CoreObject, Peer::Box),
+            limit: 1.5,
+            unit: "x",
+            at_target_size: param(w, "depth") == TARGET_TREE_DEPTH.to_string(),
+            note: "coreobject / Box time".into(),
+        });
+    }
+    out
+}
+
+/// Runs the chosen workload(s) in this process for `settings.peers`.
+fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, String> {
+    let quick = cli.common.quick;
+    let one = |r: Result<WorkloadResult, String>| r.map(|w| vec![w]);
+    match &cli.workload {
+        Workload::World(a) => one(run_world(settings, quick, a)),
+        Workload::Weak(a) => one(run_weak(settings, quick, a)),
+        Workload::BinaryTrees(a) => one(run_trees(settings, quick, a)),
+        Workload::Micro(a) => run_micro(settings, quick, a),
+        Workload::All => {
+            let mut all = one(run_world(settings, quick, &WorldArgs::default()))?;
+            all.extend(one(run_weak(settings, quick, &WeakArgs::default()))?);
+            all.extend(one(run_trees(settings, quick, &TreesArgs::default()))?);
+            all.extend(run_micro(settings, quick, &MicroArgs::default())?);
+            Ok(all)
+        }
+    }
+}
+
+/// Runs every peer in a child process of its own (this executable with the
+/// same arguments, `--peers <that peer>` and the hidden `--worker`), and
+/// merges what they report.
+///
+/// Why: a thread that starts after another one exited inherits its glibc
+/// malloc arena, fragmentation and all. Measured here, one rust-cc `world`
+/// run made coreobject's and rust-gc's `binary-trees` in the same process 4
+/// to 7 times slower. Separate processes keep each library's allocator and
+/// thread-local collector state to itself.
+fn run_isolated(settings: &Settings) -> Result<Vec<WorkloadResult>, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let mut args: Vec<String> = Vec::new();
+    let mut skip = false;
+    for a in std::env::args().skip(1) {
+        if skip {
+            skip = false;
+        } else if a == "--peers" {
+            skip = true;
+        } else if !a.starts_with("--peers=") {
+            args.push(a);
+        }
+    }
+    let mut merged: Vec<WorkloadResult> = Vec::new();
+    let mut missing: Vec<(Peer, String)> = Vec::new();
+    for &peer in &settings.peers {
+        let t = Instant::now();
+        eprintln!("  {}: running in a worker process ...", peer.name());
+        let out = std::process::Command::new(&exe)
+            .args(&args)
+            .args(["--peers", peer.name(), "--worker"])
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot start a worker: {e}"))?;
+        if out.status.code() == Some(2) {
+            return Err(format!("the {} worker refused the arguments", peer.name()));
+        }
+        let mut got = Vec::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some(j) = line.strip_prefix("WORKER ") {
+                let w = serde_json::from_str(j)
+                    .ok()
+                    .and_then(|v| harness::decode(&v))
+                    .ok_or_else(|| format!("malformed worker line from {}", peer.name()))?;
+                got.push(w);
+            }
+        }
+        eprintln!(
+            "  {}: done in {:.1} s{}",
+            peer.name(),
+            t.elapsed().as_secs_f64(),
+            if out.status.success() {
+                String::new()
+            } else {
+                format!(" (worker exited with {})", out.status)
+            }
+        );
+        if !out.status.success() || got.is_empty() {
+            missing.push((peer, format!("worker exited with {}", out.status)));
+        }
+        for w in got {
+            match merged.iter_mut().find(|m| m.name == w.name) {
+                Some(m) => m.peers.extend(w.peers),
+                None => merged.push(w),
+            }
+        }
+    }
+    // A worker that died part-way: its peer fails every workload it did not report.
+    for (peer, why) in missing {
+        for w in &mut merged {
+            if !w.peers.iter().any(|r| r.peer == peer) {
+                w.peers.push(harness::PeerResult {
+                    peer,
+                    status: Status::Failed(why.clone()),
+                    samples: vec![Vec::new(); w.metrics.len()],
+                    extra: Vec::new(),
+                    wall: Duration::ZERO,
+                });
+            }
+        }
+    }
+    if merged.is_empty() {
+        return Err("no worker reported any result".into());
+    }
+    for w in &mut merged {
+        w.peers
+            .sort_by_key(|r| Peer::ALL.iter().position(|&p| p == r.peer));
+    }
+    Ok(merged)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let c = &cli.common;
+    let mut peers = Vec::new();
+    for name in &c.peers {
+        match Peer::parse(name) {
+            Some(p) => peers.push(p),
+            None => {
+                eprintln!("unknown peer {name:?}; known: coreobject, gc-arena, rust-gc, dumpster, rust-cc, slotmap, Rc, Box, ideal");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let peers: Vec<Peer> = Peer::ALL
+        .into_iter()
+        .filter(|p| peers.is_empty() || peers.contains(p))
+        .collect();
+    let settings = Settings {
+        reps: c.reps.unwrap_or(if c.quick { 3 } else { 5 }).max(1),
+        budget: Duration::from_secs_f64(c.budget.unwrap_or(if c.quick { 0.5 } else { 1.0 })),
+        min_reps: 3,
+        peers,
+        verbose: c.verbose,
+    };
+    let quick = c.quick;
+
+    if c.worker {
+        return match run_here(&cli, &settings) {
+            Ok(results) => {
+                for w in &results {
+                    println!("WORKER {}", harness::encode(w));
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+
+    println!(
+        "coreobject-bench{}: up to {} repetitions per peer; a peer stops repeating after {:.1} s \
+         (the peers a workload's targets compare always get {}); {}; every repetition runs on a \
+         fresh thread with a {} MiB stack (rust-gc and dumpster mark recursively)",
+        if quick { " --quick" } else { "" },
+        settings.reps,
+        settings.budget.as_secs_f64(),
+        settings.min_reps.min(settings.reps),
+        if c.in_process {
+            "all peers in this process (--in-process)"
+        } else {
+            "each peer in a worker process of its own"
+        },
+        harness::STACK_BYTES >> 20,
+    );
+    let t0 = Instant::now();
+    let results = if c.in_process {
+        run_here(&cli, &settings)
+    } else {
+        run_isolated(&settings)
+    };
+    let results = match results {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for w in &results {
+        report::print_workload(w);
+    }
+    let targets = targets(&results);
+    report::print_targets(&targets);
+    let failed: Vec<String> = results
+        .iter()
+        .filter(|w| w.failed())
+        .map(|w| w.name.clone())
+        .collect();
+    let wall = t0.elapsed().as_secs_f64();
+    println!();
+    if failed.is_empty() {
+        println!("all results verified ({wall:.1} s)");
+    } else {
+        println!(
+            "VERIFICATION FAILED in: {} ({wall:.1} s)",
+            failed.join(", ")
+        );
+    }
+    let json = json!({
+        "bench": "coreobject-bench",
+        "quick": quick,
+        "isolated": !c.in_process,
+        "reps": settings.reps,
+        "budget_seconds": settings.budget.as_secs_f64(),
+        "min_reps_key_peers": settings.min_reps.min(settings.reps),
+        "stack_bytes": harness::STACK_BYTES,
+        "wall_seconds": wall,
+        "verified": failed.is_empty(),
+        "workloads": results.iter().map(report::workload_json).collect::<Vec<_>>(),
+        "targets": report::targets_json(&targets),
+    });
+    println!("JSON {json}");
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

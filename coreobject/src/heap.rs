@@ -373,7 +373,7 @@ impl Heap {
             old
         };
         debug_assert_ne!(old, RETIRED, "retired slot handed out");
-        let mut f = 0;
+        let mut f = if T::HAS_HOOKS { flags::HOOKS } else { 0 };
         if self.pool.open && index < self.pool.capacity {
             f |= flags::DISREGARD;
         }
@@ -386,7 +386,7 @@ impl Heap {
             self.bytes_since_gc
                 .fetch_add(T::class().size(), Ordering::Relaxed);
         }
-        // SAFETY-free: serial is non-zero because the tag is non-zero.
+        // Not unsafe: the serial is non-zero because the tag is non-zero.
         AnyObj::new(
             index,
             std::num::NonZeroU32::new(serial).expect("tag is never 0"),
@@ -1215,22 +1215,32 @@ impl<T: Object> Index<Obj<T>> for Heap {
     type Output = T;
     /// # Panics
     /// If the handle does not resolve; the message says why.
+    #[inline]
     #[track_caller]
     fn index(&self, h: Obj<T>) -> &T {
         match self.try_get(h) {
             Ok(v) => v,
-            Err(e) => panic!("heap[{h:?}]: {e}"),
+            Err(e) => index_failed(h, e),
         }
     }
+}
+
+/// The panic of `heap[h]`, out of line so that indexing stays small enough to inline.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn index_failed(h: impl fmt::Debug, e: Error) -> ! {
+    panic!("heap[{h:?}]: {e}")
 }
 
 impl<T: Object> IndexMut<Obj<T>> for Heap {
     /// # Panics
     /// If the handle does not resolve; the message says why.
+    #[inline]
     #[track_caller]
     fn index_mut(&mut self, h: Obj<T>) -> &mut T {
         if let Err(e) = self.try_get(h) {
-            panic!("heap[{h:?}]: {e}");
+            index_failed(h, e);
         }
         self.get_mut(h).expect("checked just above")
     }

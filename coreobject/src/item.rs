@@ -32,6 +32,10 @@ pub(crate) mod flags {
     pub const DISREGARD: u32 = 1 << 4;
     /// A class default object.
     pub const DEFAULT_OBJECT: u32 = 1 << 5;
+    /// The class has destruction hooks ([`Lifecycle::HAS_HOOKS`](crate::Lifecycle::HAS_HOOKS)):
+    /// copied here at creation so the sweep can skip hook-free objects
+    /// without touching their memory.
+    pub const HOOKS: u32 = 1 << 6;
     /// Hidden from `get`: garbage or being destroyed.
     pub const DEAD: u32 = GARBAGE | UNREACHABLE;
 }

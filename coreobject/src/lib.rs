@@ -68,8 +68,9 @@
 //! collection. Root it, hold a [`StrongObj`], or store it in a reachable field.
 //!
 //! The unsafe code lives in [`table`] (chunk memory), `object` (the
-//! allocation behind each object), [`class`] (type-erased calls), and the
-//! collector's mark and sweep; each block names its invariant.
+//! allocation behind each object), [`class`] (type-erased calls), [`heap`]
+//! (typed resolution), the collector's mark, sweep and debug walks, and one
+//! prefetch hint in [`trace`]; each block names its invariant.
 //!
 //! ## Glossary: Unreal → coreobject
 //!

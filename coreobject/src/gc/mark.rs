@@ -7,8 +7,8 @@
 //! requested long before it is needed and many are in flight at once:
 //!
 //! 1. **queue** — a visited handle whose slot is not yet marked joins a FIFO
-//!    queue (breadth-first order) and its table item is prefetched. By the
-//!    time it reaches the front, the item has long arrived.
+//!    queue (breadth-first order). Its table item is prefetched when it is a
+//!    few entries from the front, so that it has arrived when its turn comes.
 //! 2. **ring A** — popping validates the handle against the item (serial
 //!    matches, not garbage, not in the pool, not yet marked), sets its bit
 //!    in the side bitmap and prefetches the object's allocation.
@@ -34,6 +34,11 @@ use crate::trace::{prefetch_line, Visitor};
 /// Objects in flight in each ring: enough to cover a memory miss with the
 /// work of the objects ahead of them.
 const RING: usize = 8;
+
+/// How far behind the queue's front a table item is prefetched. Prefetching
+/// at push time would be too early: in breadth-first order the queue can
+/// hold a whole frontier, and the line would be evicted before its turn.
+const LOOKAHEAD: usize = 32;
 
 /// A fixed-size FIFO of object pointers.
 struct Ring {
@@ -136,6 +141,11 @@ impl<'a> Marker<'a> {
     #[inline(always)]
     fn pop_grey(&mut self) -> Option<Option<NonNull<Header>>> {
         let bits = self.queue.pop_front()?;
+        if let Some(&ahead) = self.queue.get(LOOKAHEAD) {
+            if let Some(item) = self.chunks.get(ahead as u32) {
+                prefetch_line(item as *const _);
+            }
+        }
         let (i, serial) = (bits as u32, (bits >> 32) as u32);
         if self.is_marked(i) {
             return Some(None);
@@ -191,7 +201,6 @@ impl Visitor for Marker<'_> {
         if i >= self.high_water || self.is_marked(i) {
             return;
         }
-        prefetch_line(self.chunks.at(i) as *const _);
         self.queue.push_back(obj.to_bits());
     }
 }

@@ -128,6 +128,19 @@ pub struct PreCollect {
 type PreHook = Box<dyn FnMut(&PreCollect) + Send + Sync>;
 type PostHook = Box<dyn FnMut(&CollectStats) + Send + Sync>;
 
+/// Buffers a collection fills and empties; see [`Collector::scratch`].
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// The previous root-candidate list.
+    roots: Vec<u32>,
+    /// Slots found unreachable by this collection.
+    pub(crate) newly: Vec<u32>,
+    /// Pending objects ready to finish, with whether their class has hooks.
+    pub(crate) ready: Vec<(u32, bool)>,
+    /// The spare pending list.
+    pub(crate) waiting: Vec<Pending>,
+}
+
 /// The collector's state, owned by the heap.
 pub(crate) struct Collector {
     pub(crate) config: GcConfig,
@@ -136,6 +149,9 @@ pub(crate) struct Collector {
     queue: std::collections::VecDeque<u64>,
     pub(crate) pending: Vec<Pending>,
     pub(crate) parked: Vec<u32>,
+    /// Scratch buffers kept between collections, so that a collection
+    /// allocates nothing once the heap has reached its working size.
+    pub(crate) scratch: Scratch,
     totals: GcTotals,
     last: Option<CollectStats>,
     since_last: Duration,
@@ -152,6 +168,7 @@ impl Collector {
             queue: std::collections::VecDeque::new(),
             pending: Vec::new(),
             parked: Vec::new(),
+            scratch: Scratch::default(),
             totals: GcTotals::default(),
             last: None,
             since_last: Duration::ZERO,
@@ -225,6 +242,7 @@ impl Heap {
             let newly = self.find_unreachable();
             stats.unreachable = newly.len();
             self.begin_destroy_all(&newly, &mut caught);
+            self.gc.scratch.newly = newly;
         }
         let t2 = Instant::now();
         {
@@ -284,10 +302,11 @@ impl Heap {
                 .flags
                 .fetch_and(!flags::LISTED, Ordering::Relaxed);
         }
-        let mut kept = Vec::with_capacity(candidates.len());
+        let mut kept = std::mem::take(&mut self.gc.scratch.roots);
+        kept.clear();
         let mut marker = Marker::new(chunks, &mut self.gc.bits, &mut queue, hw);
         let mut roots = 0;
-        for i in candidates {
+        for &i in &candidates {
             let item = chunks.at(i);
             if item.object().is_none() {
                 continue;
@@ -307,6 +326,7 @@ impl Heap {
         // Store the root list before any user code (trace functions,
         // referencers) runs: if one panics, no root is forgotten.
         *self.root_candidates.get_mut() = kept;
+        self.gc.scratch.roots = candidates;
 
         // The pool's objects are permanent; what they reference stays alive.
         let pool_end = if self.pool.open {

@@ -42,7 +42,7 @@ pub(crate) fn guard(caught: &mut Caught, f: impl FnOnce()) -> bool {
 /// An object waiting for `is_ready_for_finish_destroy`.
 pub(crate) struct Pending {
     pub(crate) index: u32,
-    /// Whether its class has hooks ([`Class::has_hooks`](crate::Class::has_hooks)): if not, it is
+    /// Whether its class has hooks (the item's `HOOKS` flag): if not, it is
     /// ready at once and its memory need not be touched until it is freed.
     hooks: bool,
     since: Instant,
@@ -149,7 +149,8 @@ impl Heap {
     pub(crate) fn find_unreachable(&mut self) -> Vec<u32> {
         let start = self.pool.end;
         let hw = self.table.high_water();
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.gc.scratch.newly);
+        out.clear();
         let words = (hw as usize).div_ceil(64);
         for w in (start as usize / 64)..words {
             let mut zeros = !self.gc.bits[w];
@@ -179,20 +180,20 @@ impl Heap {
         pending.reserve(newly.len());
         {
             let heap: &Heap = self;
-            for (k, &i) in newly.iter().enumerate() {
-                prefetch_header(heap, newly.get(k + AHEAD));
-                let (p, this) = heap.header_at(i);
-                // SAFETY: `p` is live; reading its class is a shared read.
-                let class = unsafe { p.as_ref() }.class;
-                if class.has_hooks() {
+            for &i in newly {
+                let hooks = heap.table.chunks.at(i).flags() & flags::HOOKS != 0;
+                if hooks {
+                    let (p, this) = heap.header_at(i);
                     let cx = DestroyCx { heap, this };
                     // SAFETY: `p` is live and of the header's class; the sweep holds
                     // `&mut Heap`, and `cx` never hands out the object being destroyed.
-                    guard(caught, || unsafe { (class.vt.begin_destroy)(p, &cx) });
+                    guard(caught, || unsafe {
+                        (p.as_ref().class.vt.begin_destroy)(p, &cx)
+                    });
                 }
                 pending.push(Pending {
                     index: i,
-                    hooks: class.has_hooks(),
+                    hooks,
                     since: now,
                     warned: false,
                 });
@@ -204,9 +205,12 @@ impl Heap {
     /// Finishes and frees every pending object that is ready.
     pub(crate) fn finish_ready(&mut self, caught: &mut Caught) -> Freed {
         let timeout = self.gc.config.finish_destroy_timeout;
-        let mut ready = Vec::new();
-        let mut waiting = Vec::new();
-        for mut p in std::mem::take(&mut self.gc.pending) {
+        let mut ready = std::mem::take(&mut self.gc.scratch.ready);
+        ready.clear();
+        let mut waiting = std::mem::take(&mut self.gc.scratch.waiting);
+        waiting.clear();
+        let mut pending = std::mem::take(&mut self.gc.pending);
+        for mut p in pending.drain(..) {
             if !p.hooks {
                 ready.push((p.index, false));
                 continue;
@@ -232,6 +236,7 @@ impl Heap {
             waiting.push(p);
         }
         self.gc.pending = waiting;
+        self.gc.scratch.waiting = pending;
         {
             let heap: &Heap = self;
             for &(i, _) in ready.iter().filter(|(_, hooks)| *hooks) {
@@ -249,6 +254,7 @@ impl Heap {
             freed.bytes += self.free_slot(i, caught);
             freed.objects += 1;
         }
+        self.gc.scratch.ready = ready;
         freed
     }
 

@@ -1,0 +1,892 @@
+//! The `world` workload: a game world of levels, actors and components with
+//! random cross references; part of it is detached and one full collection
+//! must free exactly that part.
+//!
+//! # The graph ([`Plan`])
+//!
+//! * object 0 is the world root; objects 1..=64 are levels;
+//! * then actors, each followed by its 4 components; actor `j` (0-based) is
+//!   held by level `1 + j % 64`, and holds its 4 components;
+//! * every object also holds `K` random references. A random set of actors
+//!   (with their components) covering a fraction `F` of all objects is
+//!   chosen up front as the garbage; random references *from* live objects
+//!   point only at live objects, those from garbage objects point anywhere.
+//!   So once the chosen actors are removed from their levels, the garbage is
+//!   exactly the detached actors and components.
+//!
+//! `N` is rounded down to `65 + 5 * actors`.
+//!
+//! # The layout, the same for every peer
+//!
+//! Each object holds one vector of references — its tree children first
+//! (the root's levels, a level's actors, an actor's components), then its
+//! `K` random references — and a zero-sized drop counter ([`Tally`]). The
+//! vector is allocated once with its exact length (objects are created
+//! first, then linked), so no peer pays for growth slack. Shared mutation
+//! uses each library's own cell (`RefLock`, `GcCell`, `RefCell`); coreobject
+//! and slotmap mutate through `&mut`.
+//!
+//! # What is measured, per repetition
+//!
+//! * **build**: creating the container (heap, arena, map), every object,
+//!   linking them, rooting the world and releasing the builder's temporary
+//!   handles; reported per object;
+//! * **detach** (JSON only): removing the garbage actors from their levels
+//!   (reference-counting peers do some of their freeing here);
+//! * **collect**: one full collection, in ms and per live object;
+//! * **memory**: bytes allocated by build and still held (counting
+//!   allocator, per thread), per object.
+//!
+//! Verification: the drop counter must show no drop during build and exactly
+//! the garbage count after the collection. coreobject must also report
+//! `freed` and `marked` as expected, and every garbage handle must stop
+//! resolving while every live one still resolves; slotmap and ideal check
+//! every key or slot the same way.
+
+use std::cell::RefCell;
+use std::time::{Duration, Instant};
+
+use gc_arena::{Arena, Collect, Gc as GaGc, RefLock, Rootable};
+
+use crate::alloc::{alloc_calls, live_bytes};
+use crate::harness::{verify, Metric, Outcome, Peer, Run};
+use crate::tally::{self, Tally};
+
+/// Levels under the world root.
+pub const LEVELS: usize = 64;
+/// Components per actor.
+pub const COMPONENTS: usize = 4;
+
+/// The `world` parameters.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Objects (rounded down to `65 + 5 * actors`).
+    pub objects: usize,
+    /// Random references per object.
+    pub edges: usize,
+    /// Fraction of objects to detach.
+    pub garbage_frac: f64,
+    /// Random seed.
+    pub seed: u64,
+}
+
+/// Whether the object `k` places after the last level is an actor (the
+/// others are its components).
+fn is_actor(k: usize) -> bool {
+    let r = k % (1 + COMPONENTS);
+    r == 0
+}
+
+/// The world graph, shared by every peer (a compressed adjacency list).
+pub struct Plan {
+    /// Objects.
+    pub n: usize,
+    offsets: Vec<u32>,
+    targets: Vec<u32>,
+    children: Vec<u32>,
+    /// Whether each object is garbage once detached.
+    pub garbage: Vec<bool>,
+    /// How many are.
+    pub garbage_count: usize,
+}
+
+impl Plan {
+    /// Builds the graph for `p`.
+    pub fn new(p: &Params) -> Result<Plan, String> {
+        let base = 1 + LEVELS;
+        if p.objects < base + 1 + COMPONENTS {
+            return Err(format!(
+                "--objects must be at least {}",
+                base + 1 + COMPONENTS
+            ));
+        }
+        if !(0.0..1.0).contains(&p.garbage_frac) {
+            return Err("--garbage-frac must be in [0, 1)".into());
+        }
+        let actors = (p.objects - base) / (1 + COMPONENTS);
+        let n = base + actors * (1 + COMPONENTS);
+        if n > u32::MAX as usize / 2 {
+            return Err("--objects is too large".into());
+        }
+        let actor_index = |j: usize| base + j * (1 + COMPONENTS);
+        let mut rng = fastrand::Rng::with_seed(p.seed);
+
+        // Garbage: a random set of actors, with their components.
+        let want = ((p.garbage_frac * n as f64) / (1 + COMPONENTS) as f64).round() as usize;
+        let detach = want.min(actors);
+        let mut order: Vec<u32> = (0..actors as u32).collect();
+        for i in 0..detach {
+            let j = rng.usize(i..actors);
+            order.swap(i, j);
+        }
+        let mut garbage = vec![false; n];
+        for &j in &order[..detach] {
+            let a = actor_index(j as usize);
+            garbage[a..a + 1 + COMPONENTS].fill(true);
+        }
+        let live: Vec<u32> = (0..n as u32).filter(|&i| !garbage[i as usize]).collect();
+
+        // Tree children.
+        let mut kids: Vec<Vec<u32>> = vec![Vec::new(); base];
+        kids[0] = (1..=LEVELS as u32).collect();
+        for j in 0..actors {
+            kids[1 + j % LEVELS].push(actor_index(j) as u32);
+        }
+        let mut offsets = Vec::with_capacity(n + 1);
+        let mut targets = Vec::with_capacity(n - 1 + n * p.edges);
+        let mut children = Vec::with_capacity(n);
+        for i in 0..n {
+            offsets.push(targets.len() as u32);
+            let before = targets.len();
+            if i < base {
+                targets.extend_from_slice(&kids[i]);
+            } else if is_actor(i - base) {
+                targets.extend((1..=COMPONENTS as u32).map(|c| i as u32 + c));
+            }
+            children.push((targets.len() - before) as u32);
+            for _ in 0..p.edges {
+                let t = if garbage[i] {
+                    rng.u32(0..n as u32)
+                } else {
+                    live[rng.usize(0..live.len())]
+                };
+                targets.push(t);
+            }
+        }
+        offsets.push(targets.len() as u32);
+        Ok(Plan {
+            n,
+            offsets,
+            targets,
+            children,
+            garbage,
+            garbage_count: detach * (1 + COMPONENTS),
+        })
+    }
+
+    /// Object `i`'s references: children, then random ones.
+    #[inline]
+    pub fn refs(&self, i: usize) -> &[u32] {
+        &self.targets[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// Live objects (after the detach).
+    pub fn live(&self) -> usize {
+        self.n - self.garbage_count
+    }
+
+    /// Total references.
+    pub fn edges(&self) -> usize {
+        self.targets.len()
+    }
+
+    /// For level `level` (1..=64): whether the reference at `pos` in its
+    /// original list survives the detach.
+    #[inline]
+    pub fn level_keeps(&self, level: usize, pos: usize) -> bool {
+        pos >= self.children[level] as usize
+            || !self.garbage[self.targets[self.offsets[level] as usize + pos] as usize]
+    }
+}
+
+/// The metrics, in order.
+pub fn metrics() -> Vec<Metric> {
+    vec![
+        Metric::new("build_ns_per_object", "build", "ns/object"),
+        Metric::new("collect_ms", "full collection", "ms"),
+        Metric::new("collect_ns_per_live", "full collection", "ns/live object"),
+        Metric::new("bytes_per_object", "heap memory after build", "B/object"),
+    ]
+}
+
+/// Runs one repetition for `peer`.
+pub fn run(peer: Peer, plan: &Plan) -> Outcome {
+    match peer {
+        Peer::CoreObject => coreobject(plan),
+        Peer::GcArena => gc_arena(plan),
+        Peer::RustGc => rust_gc(plan),
+        Peer::Dumpster => dumpster(plan),
+        Peer::RustCc => rust_cc(plan),
+        Peer::SlotMap => slotmap(plan),
+        Peer::Rc => Outcome::Na("reference counting cannot free the cycles"),
+        Peer::Box => Outcome::Na("no shared references"),
+        Peer::Ideal => ideal(plan),
+    }
+}
+
+/// Timings and counts common to every peer.
+struct Measured {
+    build: Duration,
+    detach: Duration,
+    collect: Duration,
+    bytes: isize,
+    allocs: u64,
+    drops_in_build: u64,
+    drops_after: u64,
+}
+
+fn finish(plan: &Plan, m: Measured, mut checks: Vec<(bool, String)>) -> Outcome {
+    checks.push((
+        m.drops_in_build == 0,
+        format!("{} objects dropped during build", m.drops_in_build),
+    ));
+    checks.push((
+        m.drops_after == plan.garbage_count as u64,
+        format!(
+            "dropped {} objects, expected exactly the {} detached",
+            m.drops_after, plan.garbage_count
+        ),
+    ));
+    Outcome::Ran(Run {
+        values: vec![
+            m.build.as_nanos() as f64 / plan.n as f64,
+            m.collect.as_secs_f64() * 1e3,
+            m.collect.as_nanos() as f64 / plan.live().max(1) as f64,
+            m.bytes as f64 / plan.n as f64,
+        ],
+        extra: vec![
+            ("detach_ms", m.detach.as_secs_f64() * 1e3),
+            ("allocs_per_object", m.allocs as f64 / plan.n as f64),
+        ],
+        check: verify(&checks),
+    })
+}
+
+// ----- coreobject --------------------------------------------------------
+
+/// A world object in coreobject.
+#[derive(coreobject::Object)]
+struct CoNode {
+    refs: Vec<coreobject::Obj<CoNode>>,
+    tally: Tally,
+}
+
+fn coreobject(plan: &Plan) -> Outcome {
+    use coreobject::{GcConfig, Heap, HeapConfig, Obj};
+    // Allocated before the memory snapshot: the harness's own handle list.
+    let mut handles: Vec<Obj<CoNode>> = Vec::with_capacity(plan.n);
+    let config = HeapConfig {
+        max_objects: (plan.n as u32).max(HeapConfig::DEFAULT.max_objects),
+        gc: GcConfig::MANUAL,
+        ..HeapConfig::DEFAULT
+    };
+    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
+    let t0 = Instant::now();
+    let mut heap = Heap::with_config(config).expect("heap config");
+    for _ in 0..plan.n {
+        handles.push(heap.create(CoNode {
+            refs: Vec::new(),
+            tally: Tally,
+        }));
+    }
+    for (i, &h) in handles.iter().enumerate() {
+        let refs: Vec<Obj<CoNode>> = plan.refs(i).iter().map(|&t| handles[t as usize]).collect();
+        heap.get_mut(h).expect("just created").refs = refs;
+    }
+    heap.add_to_root(handles[0]).expect("root");
+    let build = t0.elapsed();
+    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
+    let d1 = tally::dropped();
+
+    let t1 = Instant::now();
+    let levels: Vec<Obj<CoNode>> = heap[handles[0]].refs[..LEVELS].to_vec();
+    for (l, &level) in levels.iter().enumerate() {
+        let mut pos = 0;
+        heap.get_mut(level).expect("level").refs.retain(|_| {
+            pos += 1;
+            plan.level_keeps(l + 1, pos - 1)
+        });
+    }
+    let detach = t1.elapsed();
+
+    let t2 = Instant::now();
+    let stats = heap.collect().expect("collect");
+    let collect = t2.elapsed();
+    let d2 = tally::dropped();
+
+    let mut wrong = 0usize;
+    for (i, &h) in handles.iter().enumerate() {
+        if heap.get(h).is_some() == plan.garbage[i] {
+            wrong += 1;
+        }
+    }
+    let checks = vec![
+        (
+            stats.freed == plan.garbage_count,
+            format!(
+                "CollectStats.freed {} != {}",
+                stats.freed, plan.garbage_count
+            ),
+        ),
+        (
+            stats.marked == plan.live(),
+            format!("CollectStats.marked {} != {}", stats.marked, plan.live()),
+        ),
+        (
+            wrong == 0,
+            format!("{wrong} handles resolve wrongly after the collection"),
+        ),
+        (
+            heap.len() == plan.live(),
+            format!("heap.len() {} != {}", heap.len(), plan.live()),
+        ),
+    ];
+    let out = finish(
+        plan,
+        Measured {
+            build,
+            detach,
+            collect,
+            bytes,
+            allocs,
+            drops_in_build: d1 - d0,
+            drops_after: d2 - d1,
+        },
+        checks,
+    );
+    match out {
+        Outcome::Ran(mut run) => {
+            run.extra.extend([
+                ("gc_mark_ms", stats.mark.as_secs_f64() * 1e3),
+                ("gc_sweep_ms", stats.sweep.as_secs_f64() * 1e3),
+                ("gc_destroy_ms", stats.destroy.as_secs_f64() * 1e3),
+                ("gc_total_ms", stats.total.as_secs_f64() * 1e3),
+            ]);
+            Outcome::Ran(run)
+        }
+        other => other,
+    }
+}
+
+// ----- gc-arena ----------------------------------------------------------
+
+type GaRef<'gc> = GaGc<'gc, RefLock<GaNode<'gc>>>;
+
+/// A world object in gc-arena.
+struct GaNode<'gc> {
+    refs: Vec<GaRef<'gc>>,
+    _tally: Tally,
+}
+
+// SAFETY: traces every `Gc` the node holds; `Tally`'s `Drop` touches no `Gc`.
+unsafe impl<'gc> Collect<'gc> for GaNode<'gc> {
+    fn trace<T: gc_arena::collect::Trace<'gc>>(&self, cc: &mut T) {
+        cc.trace(&self.refs);
+    }
+}
+
+/// The arena's root.
+struct GaRoot<'gc> {
+    world: Option<GaRef<'gc>>,
+}
+
+// SAFETY: traces the one `Gc` it holds.
+unsafe impl<'gc> Collect<'gc> for GaRoot<'gc> {
+    fn trace<T: gc_arena::collect::Trace<'gc>>(&self, cc: &mut T) {
+        cc.trace(&self.world);
+    }
+}
+
+fn gc_arena(plan: &Plan) -> Outcome {
+    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
+    let t0 = Instant::now();
+    let mut arena = Arena::<Rootable![GaRoot<'_>]>::new(|_| GaRoot { world: None });
+    arena.mutate_root(|mc, root| {
+        let mut handles: Vec<GaRef<'_>> = Vec::with_capacity(plan.n);
+        for _ in 0..plan.n {
+            handles.push(GaGc::new(
+                mc,
+                RefLock::new(GaNode {
+                    refs: Vec::new(),
+                    _tally: Tally,
+                }),
+            ));
+        }
+        for (i, &h) in handles.iter().enumerate() {
+            let refs: Vec<GaRef<'_>> = plan.refs(i).iter().map(|&t| handles[t as usize]).collect();
+            h.borrow_mut(mc).refs = refs;
+        }
+        root.world = Some(handles[0]);
+    });
+    let build = t0.elapsed();
+    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
+    let d1 = tally::dropped();
+
+    let t1 = Instant::now();
+    arena.mutate(|mc, root| {
+        let world = root.world.expect("world");
+        let levels: Vec<GaRef<'_>> = world.borrow().refs[..LEVELS].to_vec();
+        for (l, &level) in levels.iter().enumerate() {
+            let mut pos = 0;
+            level.borrow_mut(mc).refs.retain(|_| {
+                pos += 1;
+                plan.level_keeps(l + 1, pos - 1)
+            });
+        }
+    });
+    let detach = t1.elapsed();
+
+    let t2 = Instant::now();
+    arena.finish_cycle();
+    let collect = t2.elapsed();
+    let d2 = tally::dropped();
+    finish(
+        plan,
+        Measured {
+            build,
+            detach,
+            collect,
+            bytes,
+            allocs,
+            drops_in_build: d1 - d0,
+            drops_after: d2 - d1,
+        },
+        Vec::new(),
+    )
+}
+
+// ----- rust-gc -----------------------------------------------------------
+
+type RgRef = gc::Gc<gc::GcCell<RgNode>>;
+
+/// A world object in rust-gc. (`Trace` by hand with rust-gc's own
+/// `custom_trace!`: the derive's output trips `non_local_definitions`.)
+struct RgNode {
+    refs: Vec<RgRef>,
+    _tally: Tally,
+}
+
+impl gc::Finalize for RgNode {}
+// SAFETY: marks every `Gc` the node holds.
+unsafe impl gc::Trace for RgNode {
+    gc::custom_trace!(this, unsafe { mark(&this.refs) });
+}
+
+fn rust_gc(plan: &Plan) -> Outcome {
+    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
+    let t0 = Instant::now();
+    let mut handles: Vec<RgRef> = Vec::with_capacity(plan.n);
+    for _ in 0..plan.n {
+        handles.push(gc::Gc::new(gc::GcCell::new(RgNode {
+            refs: Vec::new(),
+            _tally: Tally,
+        })));
+    }
+    for (i, h) in handles.iter().enumerate() {
+        let refs: Vec<RgRef> = plan
+            .refs(i)
+            .iter()
+            .map(|&t| handles[t as usize].clone())
+            .collect();
+        h.borrow_mut().refs = refs;
+    }
+    let world = handles[0].clone();
+    drop(handles);
+    let build = t0.elapsed();
+    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
+    let d1 = tally::dropped();
+
+    let t1 = Instant::now();
+    let levels: Vec<RgRef> = world.borrow().refs[..LEVELS].to_vec();
+    for (l, level) in levels.iter().enumerate() {
+        let mut pos = 0;
+        level.borrow_mut().refs.retain(|_| {
+            pos += 1;
+            plan.level_keeps(l + 1, pos - 1)
+        });
+    }
+    drop(levels);
+    let detach = t1.elapsed();
+
+    let t2 = Instant::now();
+    gc::force_collect();
+    let collect = t2.elapsed();
+    let d2 = tally::dropped();
+    let out = finish(
+        plan,
+        Measured {
+            build,
+            detach,
+            collect,
+            bytes,
+            allocs,
+            drops_in_build: d1 - d0,
+            drops_after: d2 - d1,
+        },
+        Vec::new(),
+    );
+    drop(world);
+    out
+}
+
+// ----- dumpster ----------------------------------------------------------
+
+type DuRef = dumpster::unsync::Gc<RefCell<DuNode>>;
+
+/// A world object in dumpster.
+#[derive(dumpster::Trace)]
+struct DuNode {
+    refs: Vec<DuRef>,
+    tally: Tally,
+}
+
+fn dumpster(plan: &Plan) -> Outcome {
+    use dumpster::unsync::Gc;
+    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
+    let t0 = Instant::now();
+    let mut handles: Vec<DuRef> = Vec::with_capacity(plan.n);
+    for _ in 0..plan.n {
+        handles.push(Gc::new(RefCell::new(DuNode {
+            refs: Vec::new(),
+            tally: Tally,
+        })));
+    }
+    for (i, h) in handles.iter().enumerate() {
+        let refs: Vec<DuRef> = plan
+            .refs(i)
+            .iter()
+            .map(|&t| handles[t as usize].clone())
+            .collect();
+        h.borrow_mut().refs = refs;
+    }
+    let world = handles[0].clone();
+    drop(handles);
+    let build = t0.elapsed();
+    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
+    let d1 = tally::dropped();
+
+    let t1 = Instant::now();
+    let levels: Vec<DuRef> = world.borrow().refs[..LEVELS].to_vec();
+    for (l, level) in levels.iter().enumerate() {
+        let mut pos = 0;
+        level.borrow_mut().refs.retain(|_| {
+            pos += 1;
+            plan.level_keeps(l + 1, pos - 1)
+        });
+    }
+    drop(levels);
+    let detach = t1.elapsed();
+
+    let t2 = Instant::now();
+    dumpster::unsync::collect();
+    let collect = t2.elapsed();
+    let d2 = tally::dropped();
+    let out = finish(
+        plan,
+        Measured {
+            build,
+            detach,
+            collect,
+            bytes,
+            allocs,
+            drops_in_build: d1 - d0,
+            drops_after: d2 - d1,
+        },
+        Vec::new(),
+    );
+    drop(world);
+    out
+}
+
+// ----- rust-cc -----------------------------------------------------------
+
+type CcRef = rust_cc::Cc<RefCell<CcNode>>;
+
+/// A world object in rust-cc.
+#[derive(rust_cc::Trace, rust_cc::Finalize)]
+struct CcNode {
+    refs: Vec<CcRef>,
+    tally: Tally,
+}
+
+fn rust_cc(plan: &Plan) -> Outcome {
+    use rust_cc::Cc;
+    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
+    let t0 = Instant::now();
+    let mut handles: Vec<CcRef> = Vec::with_capacity(plan.n);
+    for _ in 0..plan.n {
+        handles.push(Cc::new(RefCell::new(CcNode {
+            refs: Vec::new(),
+            tally: Tally,
+        })));
+    }
+    for (i, h) in handles.iter().enumerate() {
+        let refs: Vec<CcRef> = plan
+            .refs(i)
+            .iter()
+            .map(|&t| handles[t as usize].clone())
+            .collect();
+        h.borrow_mut().refs = refs;
+    }
+    let world = handles[0].clone();
+    drop(handles);
+    let build = t0.elapsed();
+    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
+    let d1 = tally::dropped();
+
+    let t1 = Instant::now();
+    let levels: Vec<CcRef> = world.borrow().refs[..LEVELS].to_vec();
+    for (l, level) in levels.iter().enumerate() {
+        let mut pos = 0;
+        level.borrow_mut().refs.retain(|_| {
+            pos += 1;
+            plan.level_keeps(l + 1, pos - 1)
+        });
+    }
+    drop(levels);
+    let detach = t1.elapsed();
+
+    let t2 = Instant::now();
+    rust_cc::collect_cycles();
+    let collect = t2.elapsed();
+    let d2 = tally::dropped();
+    let out = finish(
+        plan,
+        Measured {
+            build,
+            detach,
+            collect,
+            bytes,
+            allocs,
+            drops_in_build: d1 - d0,
+            drops_after: d2 - d1,
+        },
+        Vec::new(),
+    );
+    drop(world);
+    out
+}
+
+// ----- slotmap -----------------------------------------------------------
+
+/// A world object in the slotmap peer; `marked` is its collector's mark bit.
+struct SmNode {
+    refs: Vec<slotmap::DefaultKey>,
+    marked: bool,
+    _tally: Tally,
+}
+
+/// Hand-rolled mark and sweep over a `SlotMap`: marks from `roots` with an
+/// explicit stack, then drops every unmarked node. Returns the count freed.
+pub fn slotmap_collect<T>(
+    map: &mut slotmap::SlotMap<slotmap::DefaultKey, T>,
+    roots: &[slotmap::DefaultKey],
+    stack: &mut Vec<slotmap::DefaultKey>,
+    mut visit: impl FnMut(&mut T, &mut Vec<slotmap::DefaultKey>) -> bool,
+    mut unmark: impl FnMut(&mut T) -> bool,
+) -> usize {
+    stack.clear();
+    stack.extend_from_slice(roots);
+    while let Some(k) = stack.pop() {
+        if let Some(node) = map.get_mut(k) {
+            visit(node, stack);
+        }
+    }
+    let before = map.len();
+    map.retain(|_, node| unmark(node));
+    before - map.len()
+}
+
+fn slotmap(plan: &Plan) -> Outcome {
+    use slotmap::{DefaultKey, SlotMap};
+    let mut handles: Vec<DefaultKey> = Vec::with_capacity(plan.n);
+    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
+    let t0 = Instant::now();
+    let mut map: SlotMap<DefaultKey, SmNode> = SlotMap::new();
+    for _ in 0..plan.n {
+        handles.push(map.insert(SmNode {
+            refs: Vec::new(),
+            marked: false,
+            _tally: Tally,
+        }));
+    }
+    for (i, &h) in handles.iter().enumerate() {
+        let refs: Vec<DefaultKey> = plan.refs(i).iter().map(|&t| handles[t as usize]).collect();
+        map[h].refs = refs;
+    }
+    let world = handles[0];
+    let build = t0.elapsed();
+    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
+    let d1 = tally::dropped();
+
+    let t1 = Instant::now();
+    let levels: Vec<DefaultKey> = map[world].refs[..LEVELS].to_vec();
+    for (l, &level) in levels.iter().enumerate() {
+        let mut pos = 0;
+        map[level].refs.retain(|_| {
+            pos += 1;
+            plan.level_keeps(l + 1, pos - 1)
+        });
+    }
+    let detach = t1.elapsed();
+
+    let t2 = Instant::now();
+    let mut stack = Vec::new();
+    let freed = slotmap_collect(
+        &mut map,
+        &[world],
+        &mut stack,
+        |node, stack| {
+            if !node.marked {
+                node.marked = true;
+                stack.extend_from_slice(&node.refs);
+            }
+            true
+        },
+        |node| std::mem::replace(&mut node.marked, false),
+    );
+    drop(stack);
+    let collect = t2.elapsed();
+    let d2 = tally::dropped();
+    let wrong = handles
+        .iter()
+        .enumerate()
+        .filter(|&(i, &k)| map.contains_key(k) == plan.garbage[i])
+        .count();
+    finish(
+        plan,
+        Measured {
+            build,
+            detach,
+            collect,
+            bytes,
+            allocs,
+            drops_in_build: d1 - d0,
+            drops_after: d2 - d1,
+        },
+        vec![
+            (
+                freed == plan.garbage_count,
+                format!("sweep freed {freed} != {}", plan.garbage_count),
+            ),
+            (wrong == 0, format!("{wrong} keys resolve wrongly")),
+        ],
+    )
+}
+
+// ----- ideal -------------------------------------------------------------
+
+/// The floor: per object, (start, length) into one edge array; an `alive`
+/// bitmap, a mark bitmap and an explicit work list (breadth-first, with
+/// software prefetching, as coreobject's marker does: without it a 1M-object
+/// mark is bound by memory latency and coreobject beats the "floor").
+struct IdealWorld {
+    nodes: Vec<(u32, u32)>,
+    edges: Vec<u32>,
+    alive: Vec<u64>,
+}
+
+/// Nodes between being dequeued (edges prefetched) and being scanned.
+const RING: usize = 8;
+
+/// Asks the cache for the line at `p`. Only a hint: it never faults,
+/// whatever the address.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch does not access memory architecturally and never faults.
+        #[allow(unused_unsafe)]
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>())
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+fn bit(bits: &[u64], i: usize) -> bool {
+    bits[i >> 6] & (1 << (i & 63)) != 0
+}
+
+fn ideal(plan: &Plan) -> Outcome {
+    let n = plan.n;
+    let (b0, a0) = (live_bytes(), alloc_calls());
+    let t0 = Instant::now();
+    let mut w = IdealWorld {
+        nodes: Vec::with_capacity(n),
+        edges: Vec::with_capacity(plan.edges()),
+        alive: vec![u64::MAX; n.div_ceil(64)],
+    };
+    let tail = n % 64;
+    if tail != 0 {
+        *w.alive.last_mut().expect("non-empty") = (1u64 << tail) - 1;
+    }
+    for i in 0..n {
+        let refs = plan.refs(i);
+        w.nodes.push((w.edges.len() as u32, refs.len() as u32));
+        w.edges.extend_from_slice(refs);
+    }
+    let build = t0.elapsed();
+    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
+
+    let t1 = Instant::now();
+    for l in 1..=LEVELS {
+        let (s, old) = (w.nodes[l].0 as usize, w.nodes[l].1 as usize);
+        let mut kept = 0;
+        for pos in 0..old {
+            if plan.level_keeps(l, pos) {
+                w.edges[s + kept] = w.edges[s + pos];
+                kept += 1;
+            }
+        }
+        w.nodes[l].1 = kept as u32;
+    }
+    let detach = t1.elapsed();
+
+    let t2 = Instant::now();
+    let mut mark = vec![0u64; n.div_ceil(64)];
+    // Breadth-first work list; a node is prefetched when queued, its edges
+    // when it is dequeued, and it is scanned RING dequeues later.
+    let mut queue: Vec<u32> = vec![0];
+    let mut head = 0;
+    mark[0] |= 1;
+    let mut ring = [(0u32, 0u32); RING];
+    let (mut ring_head, mut ring_len) = (0, 0);
+    loop {
+        while ring_len < RING && head < queue.len() {
+            let (s, len) = w.nodes[queue[head] as usize];
+            head += 1;
+            prefetch(w.edges.as_ptr().wrapping_add(s as usize));
+            ring[(ring_head + ring_len) % RING] = (s, len);
+            ring_len += 1;
+        }
+        if ring_len == 0 {
+            break;
+        }
+        let (s, len) = ring[ring_head];
+        ring_head = (ring_head + 1) % RING;
+        ring_len -= 1;
+        for &t in &w.edges[s as usize..(s + len) as usize] {
+            let (word, b) = ((t >> 6) as usize, 1u64 << (t & 63));
+            if mark[word] & b == 0 {
+                mark[word] |= b;
+                prefetch(w.nodes.as_ptr().wrapping_add(t as usize));
+                queue.push(t);
+            }
+        }
+    }
+    let mut freed = 0usize;
+    for (a, m) in w.alive.iter_mut().zip(&mark) {
+        freed += (*a & !*m).count_ones() as usize;
+        *a &= *m;
+    }
+    let collect = t2.elapsed();
+    let wrong = (0..n)
+        .filter(|&i| bit(&w.alive, i) == plan.garbage[i])
+        .count();
+    finish(
+        plan,
+        Measured {
+            build,
+            detach,
+            collect,
+            bytes,
+            allocs,
+            drops_in_build: 0,
+            drops_after: freed as u64,
+        },
+        vec![(wrong == 0, format!("{wrong} slots alive wrongly"))],
+    )
+}
