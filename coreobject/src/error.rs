@@ -69,8 +69,9 @@ pub enum Error {
     /// A name may not be empty or contain `.`.
     #[error("invalid object name {0:?}: names are non-empty and contain no '.'")]
     InvalidName(String),
-    /// Objects in the disregard-for-GC pool can never be collected.
-    #[error("{0:?} lives in the disregard-for-GC pool and can never be collected")]
+    /// Objects in the disregard-for-GC pool, and class default objects,
+    /// cannot be marked as garbage.
+    #[error("{0:?} is permanent (in the disregard-for-GC pool, or a class default object) and cannot be marked as garbage")]
     Permanent(AnyObj),
     /// The disregard-for-GC pool cannot do that now.
     #[error("disregard-for-GC pool: {0}")]

@@ -438,7 +438,9 @@ impl Heap {
     #[cold]
     fn miss(&self, h: AnyObj) -> Error {
         let t = serial::tag(h.serial());
-        if t != self.lease.tag {
+        // Every slot of this heap starts at its lease's floor: a generation
+        // below it was issued by an earlier heap that held the same tag.
+        if t != self.lease.tag || serial::generation(h.serial()) < self.lease.floor {
             Error::Foreign {
                 handle: h,
                 handle_heap: t,
@@ -713,7 +715,9 @@ impl Heap {
 
     /// Marks an object as garbage (Unreal's `MarkAsGarbage`): `get` stops
     /// resolving it at once, and the next collection frees it even if it is
-    /// still referenced or rooted. References to it then go stale.
+    /// still referenced or rooted. References to it then go stale. Objects in
+    /// the disregard-for-GC pool and class default objects are permanent:
+    /// marking them is refused with [`Error::Permanent`].
     ///
     /// ```
     /// # use coreobject::{Heap, Obj, Object};
@@ -731,7 +735,7 @@ impl Heap {
         let h = h.into();
         self.lookup(h, flags::UNREACHABLE)?;
         let item = self.table.chunks.at(h.index());
-        if item.flags() & flags::DISREGARD != 0 {
+        if item.flags() & (flags::DISREGARD | flags::DEFAULT_OBJECT) != 0 {
             return Err(Error::Permanent(h));
         }
         item.flags.fetch_or(flags::GARBAGE, Ordering::Relaxed);
@@ -979,7 +983,9 @@ impl Heap {
     /// [`HeapConfig::disregard_pool_size`], and are never collected.
     /// Their references are still traced, so what they point at stays alive.
     ///
-    /// Only possible while every existing object is in the pool.
+    /// Only possible before any slot outside the pool has been used (the
+    /// pool's indices stay contiguous from 0), even if those objects have
+    /// since been freed: as in Unreal, open it at start-up.
     ///
     /// ```
     /// use coreobject::{Heap, HeapConfig, Object};
@@ -1005,7 +1011,7 @@ impl Heap {
         self.table.sync();
         if self.table.high_water() != self.pool.end {
             return Err(Error::DisregardPool(
-                "objects outside the pool exist; open the pool before creating them",
+                "slots outside the pool have been used; open the pool before creating other objects",
             ));
         }
         if self.pool.end >= self.pool.capacity {

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use coreobject::{AnyObj, FieldInfo, Heap, Obj, Object, RefKind, Trace, Visitor, Weak};
+use coreobject::{AnyObj, Error, FieldInfo, Heap, Obj, Object, RefKind, Trace, Visitor, Weak};
 
 /// The target of every reference below.
 #[derive(Object, Default)]
@@ -460,7 +460,10 @@ fn class_defaults_exist_only_for_default_types() {
     assert!(heap.get(nd).is_none());
     assert_eq!(heap.class_default::<WithDefault>(), Some(cdo));
     assert!(heap.get(sight).is_some());
-    // Removed, it is made again on the next request.
+    // It cannot be marked as garbage, so it always resolves.
+    assert_eq!(heap.mark_as_garbage(cdo), Err(Error::Permanent(cdo.any())));
+    assert_eq!(heap.class_default::<WithDefault>(), Some(cdo));
+    // Removed from the root set, it is made again on the next request.
     heap.remove_from_root(cdo).unwrap();
     heap.collect().unwrap();
     assert!(heap.get(cdo).is_none());
