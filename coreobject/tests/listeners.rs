@@ -426,7 +426,8 @@ fn pool_reopens_only_while_every_object_is_in_it() {
     let err = heap.open_disregard_for_gc().unwrap_err();
     assert!(matches!(err, Error::DisregardPool(_)));
     assert!(
-        err.to_string().contains("slots outside the pool have been used"),
+        err.to_string()
+            .contains("slots outside the pool have been used"),
         "{err}"
     );
     assert!(!heap.is_disregard_open());
