@@ -6,14 +6,17 @@
 //!    [`StrongObj`](crate::StrongObj) handles, the references of
 //!    disregard-for-GC pool objects, and everything external
 //!    [`Referencer`](crate::Referencer)s report;
-//! 2. **mark** — an explicit work list over reflected fields and outers
-//!    ([`mark`]); objects marked as garbage are never marked, so references
-//!    to them go stale;
+//! 2. **mark** — a breadth-first work queue over reflected fields and
+//!    outers, run as a prefetching pipeline (module `gc/mark.rs`): the
+//!    table item, the object and its reference buffers are each requested
+//!    a few steps before they are read. Objects marked as garbage are never
+//!    marked, so references to them go stale;
 //! 3. **sweep** — every allocated, unmarked object outside the pool is flagged
 //!    unreachable and gets `begin_destroy`;
 //! 4. **destroy** — objects ready for it get `finish_destroy`, delete
 //!    listeners, a new slot serial and a free index, then are dropped
-//!    ([`sweep`]).
+//!    (module `gc/sweep.rs`). Objects whose class has no hooks are flagged
+//!    in their item and skip the hook calls.
 //!
 //! Marks live in a side bitmap (one bit per slot), cleared with a `memset` of
 //! `slots / 8` bytes per collection: for a million objects that is 128 KiB,
