@@ -110,6 +110,11 @@
 // Lets the derives' `::coreobject::…` paths resolve inside this crate too.
 extern crate self as coreobject;
 
+/// The README's examples, run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod class;
 pub mod config;
 pub mod error;
