@@ -300,18 +300,22 @@ fn handles<H>(
     out
 }
 
+/// The root operation of the handle-based peers: take a counted reference
+/// (clone, which roots or pins the object) and let it go.
+fn clone_and_read<H: Clone + std::ops::Deref<Target = u64>>(h: &H) -> u64 {
+    let c = h.clone();
+    let v = *c;
+    drop(c);
+    v
+}
+
 fn rust_gc(bench: Bench, plan: &Plan) -> Timed {
     handles(
         bench,
         plan,
         gc::Gc::new,
         |h| **h,
-        Some(|h: &gc::Gc<u64>| {
-            let c = h.clone();
-            let v = *c;
-            drop(c);
-            v
-        }),
+        Some(clone_and_read::<gc::Gc<u64>>),
     )
 }
 
@@ -322,12 +326,7 @@ fn dumpster(bench: Bench, plan: &Plan) -> Timed {
         plan,
         Gc::new,
         |h| **h,
-        Some(|h: &Gc<u64>| {
-            let c = h.clone();
-            let v = *c;
-            drop(c);
-            v
-        }),
+        Some(clone_and_read::<Gc<u64>>),
     )
 }
 
@@ -338,12 +337,7 @@ fn rust_cc(bench: Bench, plan: &Plan) -> Timed {
         plan,
         Cc::new,
         |h| **h,
-        Some(|h: &Cc<u64>| {
-            let c = h.clone();
-            let v = *c;
-            drop(c);
-            v
-        }),
+        Some(clone_and_read::<Cc<u64>>),
     )
 }
 
@@ -354,12 +348,7 @@ fn rc(bench: Bench, plan: &Plan) -> Timed {
         plan,
         Rc::new,
         |h| **h,
-        Some(|h: &Rc<u64>| {
-            let c = Rc::clone(h);
-            let v = *c;
-            drop(c);
-            v
-        }),
+        Some(clone_and_read::<Rc<u64>>),
     )
 }
 

@@ -462,63 +462,6 @@ unsafe impl gc::Trace for RgNode {
     gc::custom_trace!(this, unsafe { mark(&this.refs) });
 }
 
-fn rust_gc(plan: &Plan) -> Outcome {
-    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
-    let t0 = Instant::now();
-    let mut handles: Vec<RgRef> = Vec::with_capacity(plan.n);
-    for _ in 0..plan.n {
-        handles.push(gc::Gc::new(gc::GcCell::new(RgNode {
-            refs: Vec::new(),
-            _tally: Tally,
-        })));
-    }
-    for (i, h) in handles.iter().enumerate() {
-        let refs: Vec<RgRef> = plan
-            .refs(i)
-            .iter()
-            .map(|&t| handles[t as usize].clone())
-            .collect();
-        h.borrow_mut().refs = refs;
-    }
-    let world = handles[0].clone();
-    drop(handles);
-    let build = t0.elapsed();
-    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
-    let d1 = tally::dropped();
-
-    let t1 = Instant::now();
-    let levels: Vec<RgRef> = world.borrow().refs[..LEVELS].to_vec();
-    for (l, level) in levels.iter().enumerate() {
-        let mut pos = 0;
-        level.borrow_mut().refs.retain(|_| {
-            pos += 1;
-            plan.level_keeps(l + 1, pos - 1)
-        });
-    }
-    drop(levels);
-    let detach = t1.elapsed();
-
-    let t2 = Instant::now();
-    gc::force_collect();
-    let collect = t2.elapsed();
-    let d2 = tally::dropped();
-    let out = finish(
-        plan,
-        Measured {
-            build,
-            detach,
-            collect,
-            bytes,
-            allocs,
-            drops_in_build: d1 - d0,
-            drops_after: d2 - d1,
-        },
-        Vec::new(),
-    );
-    drop(world);
-    out
-}
-
 // ----- dumpster ----------------------------------------------------------
 
 type DuRef = dumpster::unsync::Gc<RefCell<DuNode>>;
@@ -527,65 +470,7 @@ type DuRef = dumpster::unsync::Gc<RefCell<DuNode>>;
 #[derive(dumpster::Trace)]
 struct DuNode {
     refs: Vec<DuRef>,
-    tally: Tally,
-}
-
-fn dumpster(plan: &Plan) -> Outcome {
-    use dumpster::unsync::Gc;
-    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
-    let t0 = Instant::now();
-    let mut handles: Vec<DuRef> = Vec::with_capacity(plan.n);
-    for _ in 0..plan.n {
-        handles.push(Gc::new(RefCell::new(DuNode {
-            refs: Vec::new(),
-            tally: Tally,
-        })));
-    }
-    for (i, h) in handles.iter().enumerate() {
-        let refs: Vec<DuRef> = plan
-            .refs(i)
-            .iter()
-            .map(|&t| handles[t as usize].clone())
-            .collect();
-        h.borrow_mut().refs = refs;
-    }
-    let world = handles[0].clone();
-    drop(handles);
-    let build = t0.elapsed();
-    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
-    let d1 = tally::dropped();
-
-    let t1 = Instant::now();
-    let levels: Vec<DuRef> = world.borrow().refs[..LEVELS].to_vec();
-    for (l, level) in levels.iter().enumerate() {
-        let mut pos = 0;
-        level.borrow_mut().refs.retain(|_| {
-            pos += 1;
-            plan.level_keeps(l + 1, pos - 1)
-        });
-    }
-    drop(levels);
-    let detach = t1.elapsed();
-
-    let t2 = Instant::now();
-    dumpster::unsync::collect();
-    let collect = t2.elapsed();
-    let d2 = tally::dropped();
-    let out = finish(
-        plan,
-        Measured {
-            build,
-            detach,
-            collect,
-            bytes,
-            allocs,
-            drops_in_build: d1 - d0,
-            drops_after: d2 - d1,
-        },
-        Vec::new(),
-    );
-    drop(world);
-    out
+    _tally: Tally,
 }
 
 // ----- rust-cc -----------------------------------------------------------
@@ -596,66 +481,96 @@ type CcRef = rust_cc::Cc<RefCell<CcNode>>;
 #[derive(rust_cc::Trace, rust_cc::Finalize)]
 struct CcNode {
     refs: Vec<CcRef>,
-    tally: Tally,
+    _tally: Tally,
 }
 
-fn rust_cc(plan: &Plan) -> Outcome {
-    use rust_cc::Cc;
-    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
-    let t0 = Instant::now();
-    let mut handles: Vec<CcRef> = Vec::with_capacity(plan.n);
-    for _ in 0..plan.n {
-        handles.push(Cc::new(RefCell::new(CcNode {
-            refs: Vec::new(),
-            tally: Tally,
-        })));
-    }
-    for (i, h) in handles.iter().enumerate() {
-        let refs: Vec<CcRef> = plan
-            .refs(i)
-            .iter()
-            .map(|&t| handles[t as usize].clone())
-            .collect();
-        h.borrow_mut().refs = refs;
-    }
-    let world = handles[0].clone();
-    drop(handles);
-    let build = t0.elapsed();
-    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
-    let d1 = tally::dropped();
+// ----- the reference-counting peers ----------------------------------------
 
-    let t1 = Instant::now();
-    let levels: Vec<CcRef> = world.borrow().refs[..LEVELS].to_vec();
-    for (l, level) in levels.iter().enumerate() {
-        let mut pos = 0;
-        level.borrow_mut().refs.retain(|_| {
-            pos += 1;
-            plan.level_keeps(l + 1, pos - 1)
-        });
-    }
-    drop(levels);
-    let detach = t1.elapsed();
+/// The world on rust-gc, dumpster and rust-cc: each shares its nodes through
+/// an `Rc`-like handle around a cell, so the three drivers differ only in the
+/// handle type, its constructor and the collect call.
+macro_rules! rc_like_world {
+    ($name:ident, $Ref:ty, $Node:ident, $new:expr, $collect:expr) => {
+        fn $name(plan: &Plan) -> Outcome {
+            let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
+            let t0 = Instant::now();
+            let mut handles: Vec<$Ref> = Vec::with_capacity(plan.n);
+            for _ in 0..plan.n {
+                handles.push(($new)($Node {
+                    refs: Vec::new(),
+                    _tally: Tally,
+                }));
+            }
+            for (i, h) in handles.iter().enumerate() {
+                let refs: Vec<$Ref> = plan
+                    .refs(i)
+                    .iter()
+                    .map(|&t| handles[t as usize].clone())
+                    .collect();
+                h.borrow_mut().refs = refs;
+            }
+            let world = handles[0].clone();
+            drop(handles);
+            let build = t0.elapsed();
+            let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
+            let d1 = tally::dropped();
 
-    let t2 = Instant::now();
-    rust_cc::collect_cycles();
-    let collect = t2.elapsed();
-    let d2 = tally::dropped();
-    let out = finish(
-        plan,
-        Measured {
-            build,
-            detach,
-            collect,
-            bytes,
-            allocs,
-            drops_in_build: d1 - d0,
-            drops_after: d2 - d1,
-        },
-        Vec::new(),
-    );
-    drop(world);
-    out
+            let t1 = Instant::now();
+            let levels: Vec<$Ref> = world.borrow().refs[..LEVELS].to_vec();
+            for (l, level) in levels.iter().enumerate() {
+                let mut pos = 0;
+                level.borrow_mut().refs.retain(|_| {
+                    pos += 1;
+                    plan.level_keeps(l + 1, pos - 1)
+                });
+            }
+            drop(levels);
+            let detach = t1.elapsed();
+
+            let t2 = Instant::now();
+            ($collect)();
+            let collect = t2.elapsed();
+            let d2 = tally::dropped();
+            let out = finish(
+                plan,
+                Measured {
+                    build,
+                    detach,
+                    collect,
+                    bytes,
+                    allocs,
+                    drops_in_build: d1 - d0,
+                    drops_after: d2 - d1,
+                },
+                Vec::new(),
+            );
+            drop(world);
+            out
+        }
+    };
 }
+
+rc_like_world!(
+    rust_gc,
+    RgRef,
+    RgNode,
+    |n| gc::Gc::new(gc::GcCell::new(n)),
+    gc::force_collect
+);
+rc_like_world!(
+    dumpster,
+    DuRef,
+    DuNode,
+    |n| dumpster::unsync::Gc::new(RefCell::new(n)),
+    dumpster::unsync::collect
+);
+rc_like_world!(
+    rust_cc,
+    CcRef,
+    CcNode,
+    |n| rust_cc::Cc::new(RefCell::new(n)),
+    rust_cc::collect_cycles
+);
 
 // ----- slotmap -----------------------------------------------------------
 
