@@ -684,10 +684,14 @@ fn class_default_objects() {
     heap.collect().unwrap();
     assert_eq!(heap[cdo].ammo, 30, "class defaults are rooted");
     assert_eq!(heap.len(), 2);
-    // If it is destroyed anyway, the next request makes a new one.
+    // It cannot be marked as garbage; unrooted and collected, the next
+    // request makes a fresh one from `Default`.
     heap.get_mut(cdo).unwrap().ammo = 1;
-    heap.mark_as_garbage(cdo).unwrap();
+    assert_eq!(heap.mark_as_garbage(cdo), Err(Error::Permanent(cdo.any())));
+    assert_eq!(heap.class_default::<Gun>(), Some(cdo));
+    heap.remove_from_root(cdo).unwrap();
     heap.collect().unwrap();
+    assert!(heap.get(cdo).is_none());
     let again = heap.class_default::<Gun>().unwrap();
     assert_ne!(again, cdo);
     assert_eq!(heap[again].ammo, 30);
