@@ -187,6 +187,16 @@ impl Plan {
         pos >= self.children[level] as usize
             || !self.garbage[self.targets[self.offsets[level] as usize + pos] as usize]
     }
+
+    /// A `retain` predicate for level `level`'s reference list, in its
+    /// original order: keeps exactly what [`level_keeps`](Self::level_keeps) keeps.
+    pub fn detach_filter<T>(&self, level: usize) -> impl FnMut(&T) -> bool + '_ {
+        let mut pos = 0;
+        move |_| {
+            pos += 1;
+            self.level_keeps(level, pos - 1)
+        }
+    }
 }
 
 /// The metrics, in order.
@@ -223,6 +233,45 @@ struct Measured {
     allocs: u64,
     drops_in_build: u64,
     drops_after: u64,
+}
+
+/// The counting allocator's and the drop counter's readings at one moment.
+#[derive(Clone, Copy)]
+struct Counters {
+    bytes: isize,
+    allocs: u64,
+    dropped: u64,
+}
+
+impl Counters {
+    fn now() -> Counters {
+        Counters {
+            bytes: live_bytes(),
+            allocs: alloc_calls(),
+            dropped: tally::dropped(),
+        }
+    }
+}
+
+impl Measured {
+    /// A repetition's figures from the counters read before the build,
+    /// after it, and after the collection.
+    fn between(
+        [c0, c1, c2]: [Counters; 3],
+        build: Duration,
+        detach: Duration,
+        collect: Duration,
+    ) -> Measured {
+        Measured {
+            build,
+            detach,
+            collect,
+            bytes: c1.bytes - c0.bytes,
+            allocs: c1.allocs - c0.allocs,
+            drops_in_build: c1.dropped - c0.dropped,
+            drops_after: c2.dropped - c1.dropped,
+        }
+    }
 }
 
 fn finish(plan: &Plan, m: Measured, mut checks: Vec<(bool, String)>) -> Outcome {
@@ -270,7 +319,7 @@ fn coreobject(plan: &Plan) -> Outcome {
         gc: GcConfig::MANUAL,
         ..HeapConfig::DEFAULT
     };
-    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
+    let c0 = Counters::now();
     let t0 = Instant::now();
     let mut heap = Heap::with_config(config).expect("heap config");
     for _ in 0..plan.n {
@@ -285,24 +334,22 @@ fn coreobject(plan: &Plan) -> Outcome {
     }
     heap.add_to_root(handles[0]).expect("root");
     let build = t0.elapsed();
-    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
-    let d1 = tally::dropped();
+    let c1 = Counters::now();
 
     let t1 = Instant::now();
     let levels: Vec<Obj<CoNode>> = heap[handles[0]].refs[..LEVELS].to_vec();
     for (l, &level) in levels.iter().enumerate() {
-        let mut pos = 0;
-        heap.get_mut(level).expect("level").refs.retain(|_| {
-            pos += 1;
-            plan.level_keeps(l + 1, pos - 1)
-        });
+        heap.get_mut(level)
+            .expect("level")
+            .refs
+            .retain(plan.detach_filter(l + 1));
     }
     let detach = t1.elapsed();
 
     let t2 = Instant::now();
     let stats = heap.collect().expect("collect");
     let collect = t2.elapsed();
-    let d2 = tally::dropped();
+    let c2 = Counters::now();
 
     let mut wrong = 0usize;
     for (i, &h) in handles.iter().enumerate() {
@@ -333,15 +380,7 @@ fn coreobject(plan: &Plan) -> Outcome {
     ];
     let out = finish(
         plan,
-        Measured {
-            build,
-            detach,
-            collect,
-            bytes,
-            allocs,
-            drops_in_build: d1 - d0,
-            drops_after: d2 - d1,
-        },
+        Measured::between([c0, c1, c2], build, detach, collect),
         checks,
     );
     match out {
@@ -388,7 +427,7 @@ unsafe impl<'gc> Collect<'gc> for GaRoot<'gc> {
 }
 
 fn gc_arena(plan: &Plan) -> Outcome {
-    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
+    let c0 = Counters::now();
     let t0 = Instant::now();
     let mut arena = Arena::<Rootable![GaRoot<'_>]>::new(|_| GaRoot { world: None });
     arena.mutate_root(|mc, root| {
@@ -409,19 +448,14 @@ fn gc_arena(plan: &Plan) -> Outcome {
         root.world = Some(handles[0]);
     });
     let build = t0.elapsed();
-    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
-    let d1 = tally::dropped();
+    let c1 = Counters::now();
 
     let t1 = Instant::now();
     arena.mutate(|mc, root| {
         let world = root.world.expect("world");
         let levels: Vec<GaRef<'_>> = world.borrow().refs[..LEVELS].to_vec();
         for (l, &level) in levels.iter().enumerate() {
-            let mut pos = 0;
-            level.borrow_mut(mc).refs.retain(|_| {
-                pos += 1;
-                plan.level_keeps(l + 1, pos - 1)
-            });
+            level.borrow_mut(mc).refs.retain(plan.detach_filter(l + 1));
         }
     });
     let detach = t1.elapsed();
@@ -429,18 +463,10 @@ fn gc_arena(plan: &Plan) -> Outcome {
     let t2 = Instant::now();
     arena.finish_cycle();
     let collect = t2.elapsed();
-    let d2 = tally::dropped();
+    let c2 = Counters::now();
     finish(
         plan,
-        Measured {
-            build,
-            detach,
-            collect,
-            bytes,
-            allocs,
-            drops_in_build: d1 - d0,
-            drops_after: d2 - d1,
-        },
+        Measured::between([c0, c1, c2], build, detach, collect),
         Vec::new(),
     )
 }
@@ -492,7 +518,7 @@ struct CcNode {
 macro_rules! rc_like_world {
     ($name:ident, $Ref:ty, $Node:ident, $new:expr, $collect:expr) => {
         fn $name(plan: &Plan) -> Outcome {
-            let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
+            let c0 = Counters::now();
             let t0 = Instant::now();
             let mut handles: Vec<$Ref> = Vec::with_capacity(plan.n);
             for _ in 0..plan.n {
@@ -512,17 +538,12 @@ macro_rules! rc_like_world {
             let world = handles[0].clone();
             drop(handles);
             let build = t0.elapsed();
-            let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
-            let d1 = tally::dropped();
+            let c1 = Counters::now();
 
             let t1 = Instant::now();
             let levels: Vec<$Ref> = world.borrow().refs[..LEVELS].to_vec();
             for (l, level) in levels.iter().enumerate() {
-                let mut pos = 0;
-                level.borrow_mut().refs.retain(|_| {
-                    pos += 1;
-                    plan.level_keeps(l + 1, pos - 1)
-                });
+                level.borrow_mut().refs.retain(plan.detach_filter(l + 1));
             }
             drop(levels);
             let detach = t1.elapsed();
@@ -530,18 +551,10 @@ macro_rules! rc_like_world {
             let t2 = Instant::now();
             ($collect)();
             let collect = t2.elapsed();
-            let d2 = tally::dropped();
+            let c2 = Counters::now();
             let out = finish(
                 plan,
-                Measured {
-                    build,
-                    detach,
-                    collect,
-                    bytes,
-                    allocs,
-                    drops_in_build: d1 - d0,
-                    drops_after: d2 - d1,
-                },
+                Measured::between([c0, c1, c2], build, detach, collect),
                 Vec::new(),
             );
             drop(world);
@@ -605,7 +618,7 @@ pub fn slotmap_collect<T>(
 fn slotmap(plan: &Plan) -> Outcome {
     use slotmap::{DefaultKey, SlotMap};
     let mut handles: Vec<DefaultKey> = Vec::with_capacity(plan.n);
-    let (b0, a0, d0) = (live_bytes(), alloc_calls(), tally::dropped());
+    let c0 = Counters::now();
     let t0 = Instant::now();
     let mut map: SlotMap<DefaultKey, SmNode> = SlotMap::new();
     for _ in 0..plan.n {
@@ -621,17 +634,12 @@ fn slotmap(plan: &Plan) -> Outcome {
     }
     let world = handles[0];
     let build = t0.elapsed();
-    let (bytes, allocs) = (live_bytes() - b0, alloc_calls() - a0);
-    let d1 = tally::dropped();
+    let c1 = Counters::now();
 
     let t1 = Instant::now();
     let levels: Vec<DefaultKey> = map[world].refs[..LEVELS].to_vec();
     for (l, &level) in levels.iter().enumerate() {
-        let mut pos = 0;
-        map[level].refs.retain(|_| {
-            pos += 1;
-            plan.level_keeps(l + 1, pos - 1)
-        });
+        map[level].refs.retain(plan.detach_filter(l + 1));
     }
     let detach = t1.elapsed();
 
@@ -652,7 +660,7 @@ fn slotmap(plan: &Plan) -> Outcome {
     );
     drop(stack);
     let collect = t2.elapsed();
-    let d2 = tally::dropped();
+    let c2 = Counters::now();
     let wrong = handles
         .iter()
         .enumerate()
@@ -660,15 +668,7 @@ fn slotmap(plan: &Plan) -> Outcome {
         .count();
     finish(
         plan,
-        Measured {
-            build,
-            detach,
-            collect,
-            bytes,
-            allocs,
-            drops_in_build: d1 - d0,
-            drops_after: d2 - d1,
-        },
+        Measured::between([c0, c1, c2], build, detach, collect),
         vec![
             (
                 freed == plan.garbage_count,

@@ -554,11 +554,21 @@ impl Heap {
     where
         H::Target: Object,
     {
-        let p = self.typed::<H::Target>(h.any_obj(), flags::DEAD).ok()?;
+        self.try_get_mut(h).ok()
+    }
+
+    /// The one door for mutation, saying why a handle does not resolve:
+    /// `get_mut` and `heap[h]` both pass through here.
+    #[inline]
+    fn try_get_mut<H: Handle>(&mut self, h: H) -> Result<&mut H::Target, Error>
+    where
+        H::Target: Object,
+    {
+        let p = self.typed::<H::Target>(h.any_obj(), flags::DEAD)?;
         self.write_barrier(h.any_obj());
         // SAFETY: `p` heads a live ObjBox<Target>; `&mut self` guarantees no other
         // reference into the heap exists for the returned lifetime.
-        Some(unsafe { ObjBox::<H::Target>::value_mut(p) })
+        Ok(unsafe { ObjBox::<H::Target>::value_mut(p) })
     }
 
     /// Hook for the incremental collector: every mutable access passes here.
@@ -1245,10 +1255,10 @@ impl<T: Object> IndexMut<Obj<T>> for Heap {
     #[inline]
     #[track_caller]
     fn index_mut(&mut self, h: Obj<T>) -> &mut T {
-        if let Err(e) = self.try_get(h) {
-            index_failed(h, e);
+        match self.try_get_mut(h) {
+            Ok(v) => v,
+            Err(e) => index_failed(h, e),
         }
-        self.get_mut(h).expect("checked just above")
     }
 }
 

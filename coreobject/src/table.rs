@@ -64,14 +64,7 @@ impl Chunks {
     /// The item at `index`, if its chunk exists.
     #[inline(always)]
     pub(crate) fn get(&self, index: u32) -> Option<&Item> {
-        let chunk = self.dir.get((index >> CHUNK_SHIFT) as usize)?;
-        let base = chunk.load(Ordering::Acquire);
-        if base.is_null() {
-            return None;
-        }
-        // SAFETY: a non-null directory entry points at CHUNK_SIZE items that live as
-        // long as `self` (chunks never move or shrink), and the offset is < CHUNK_SIZE.
-        Some(unsafe { &*base.add((index & (CHUNK_SIZE - 1)) as usize) })
+        item_in(&self.dir, index)
     }
 
     /// The item at `index`, which the caller knows is allocated.
@@ -113,6 +106,20 @@ impl Chunks {
             .filter(|c| !c.load(Ordering::Relaxed).is_null())
             .count()
     }
+}
+
+/// The item at `index` in a chunk directory, if its chunk exists.
+#[inline(always)]
+fn item_in(dir: &[AtomicPtr<Item>], index: u32) -> Option<&Item> {
+    let base = dir
+        .get((index >> CHUNK_SHIFT) as usize)?
+        .load(Ordering::Acquire);
+    if base.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null directory entry points at CHUNK_SIZE items that live as long
+    // as the directory (chunks never move or shrink), and the offset is < CHUNK_SIZE.
+    Some(unsafe { &*base.add((index & (CHUNK_SIZE - 1)) as usize) })
 }
 
 #[cold]
@@ -190,19 +197,10 @@ impl Table {
     /// hop through the `Arc`, for the resolve path.
     #[inline(always)]
     pub(crate) fn item(&self, index: u32) -> Option<&Item> {
-        let k = (index >> CHUNK_SHIFT) as usize;
-        if k >= self.dir_len {
-            return None;
-        }
         // SAFETY: `dir` points at the `dir_len` directory entries owned by
         // `self.chunks`, which lives (and never moves its directory) as long as `self`.
-        let base = unsafe { self.dir.add(k).as_ref() }.load(Ordering::Acquire);
-        if base.is_null() {
-            return None;
-        }
-        // SAFETY: a non-null entry points at CHUNK_SIZE items that live as long as
-        // `self.chunks`, and the offset is < CHUNK_SIZE.
-        Some(unsafe { &*base.add((index & (CHUNK_SIZE - 1)) as usize) })
+        let dir = unsafe { std::slice::from_raw_parts(self.dir.as_ptr(), self.dir_len) };
+        item_in(dir, index)
     }
 
     /// Reserves a slot index, lock-free, from any thread. `None` at the cap.
