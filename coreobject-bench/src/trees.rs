@@ -240,7 +240,7 @@ fn coreobject(plan: &Plan) -> Vec<u64> {
     };
     let heap = std::cell::RefCell::new(Heap::with_config(config).expect("heap config"));
     let tick = |heap: &mut Heap| {
-        if let Some(stats) = heap.tick(Duration::ZERO) {
+        if let Some(stats) = heap.tick(Duration::ZERO).completed {
             heap.gc_config_mut().object_threshold = Some((2 * stats.live).max(MIN_TRIGGER));
         }
     };

@@ -265,7 +265,7 @@ impl Sim {
 
         let live_before_tick = self.heap.len();
         let t1 = Instant::now();
-        let stats = self.heap.tick(DT);
+        let stats = self.heap.tick(DT).completed;
         let tick = t1.elapsed();
 
         let collection = stats.map(|s| {

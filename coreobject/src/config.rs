@@ -75,6 +75,10 @@ pub struct GcConfig {
     pub bytes_threshold: Option<usize>,
     /// Collect on every tick (for debugging).
     pub every_frame: bool,
+    /// Incremental collection: the time budget of each [`Heap::tick`](crate::Heap::tick)'s
+    /// slice (Unreal's `gc.IncrementalReachabilityTimeLimit` and
+    /// `gc.IncrementalGCTimePerFrame`). `None` collects stop-the-world.
+    pub incremental: Option<Duration>,
     /// Warn (through `tracing`) when an object has waited this long for
     /// `is_ready_for_finish_destroy`.
     pub finish_destroy_timeout: Duration,
@@ -87,6 +91,7 @@ impl GcConfig {
         object_threshold: None,
         bytes_threshold: None,
         every_frame: false,
+        incremental: None,
         finish_destroy_timeout: Duration::from_secs(5),
     };
 

@@ -139,8 +139,8 @@ pub use config::{GcConfig, HeapConfig};
 pub use coreobject_derive::{Object, Trace};
 pub use error::{CapReport, Error};
 pub use gc::{
-    ClassMemory, CollectStats, DestroyCx, GcTotals, MemoryReport, PreCollect, RefChain, RefLink,
-    RootKind, Trigger,
+    ClassMemory, CollectStats, DestroyCx, GcTotals, MemoryReport, Phase, PreCollect, RefChain,
+    RefLink, RootKind, Tick, Trigger,
 };
 pub use handle::{AnyObj, Handle, Obj, Weak};
 pub use heap::{Heap, ObjectRef, Spawn, TableStats};

@@ -188,14 +188,14 @@ fn a_disabled_collector_refuses_to_collect() {
         "garbage collection is disabled (Heap::set_enabled(false))"
     );
     assert!(
-        heap.tick(Duration::from_secs(3600)).is_none(),
+        heap.tick(Duration::from_secs(3600)).completed.is_none(),
         "every_frame, yet no collection"
     );
     assert!(heap.contains(a));
     assert_eq!(heap.gc_totals().collections, 0);
     assert!(heap.last_collection().is_none());
     heap.set_enabled(true);
-    assert_eq!(heap.tick(Duration::ZERO).unwrap().freed, 1);
+    assert_eq!(heap.tick(Duration::ZERO).completed.unwrap().freed, 1);
 }
 
 #[test]
@@ -206,21 +206,22 @@ fn tick_collects_on_the_interval() {
     });
     node(&heap, 0);
     for _ in 0..6 {
-        assert!(heap.tick(Duration::from_millis(16)).is_none());
+        assert!(heap.tick(Duration::from_millis(16)).completed.is_none());
     }
     // 7 * 16 = 112 ms.
     let s = heap
         .tick(Duration::from_millis(16))
+        .completed
         .expect("interval passed");
     assert_eq!(s.freed, 1);
     // The clock restarts after a collection.
-    assert!(heap.tick(Duration::from_millis(99)).is_none());
-    assert!(heap.tick(Duration::from_millis(1)).is_some());
+    assert!(heap.tick(Duration::from_millis(99)).completed.is_none());
+    assert!(heap.tick(Duration::from_millis(1)).completed.is_some());
     // A manual collection restarts it too.
-    assert!(heap.tick(Duration::from_millis(60)).is_none());
+    assert!(heap.tick(Duration::from_millis(60)).completed.is_none());
     heap.collect().unwrap();
-    assert!(heap.tick(Duration::from_millis(60)).is_none());
-    assert!(heap.tick(Duration::from_millis(40)).is_some());
+    assert!(heap.tick(Duration::from_millis(60)).completed.is_none());
+    assert!(heap.tick(Duration::from_millis(40)).completed.is_some());
     assert_eq!(heap.gc_totals().collections, 4);
 }
 
@@ -235,16 +236,16 @@ fn tick_collects_at_the_object_threshold() {
     for i in 1..9 {
         node(&heap, i);
         assert!(
-            heap.tick(Duration::ZERO).is_none(),
+            heap.tick(Duration::ZERO).completed.is_none(),
             "{} objects",
             heap.len()
         );
     }
     node(&heap, 9);
     assert_eq!(heap.len(), 10);
-    let s = heap.tick(Duration::ZERO).expect("10 objects");
+    let s = heap.tick(Duration::ZERO).completed.expect("10 objects");
     assert_eq!((s.freed, s.live), (9, 1));
-    assert!(heap.tick(Duration::ZERO).is_none());
+    assert!(heap.tick(Duration::ZERO).completed.is_none());
 }
 
 #[test]
@@ -257,9 +258,15 @@ fn tick_collects_at_the_bytes_threshold() {
     for i in 0..4 {
         node(&heap, i);
     }
-    assert!(heap.tick(Duration::ZERO).is_none(), "4 objects' bytes");
+    assert!(
+        heap.tick(Duration::ZERO).completed.is_none(),
+        "4 objects' bytes"
+    );
     node(&heap, 4);
-    let s = heap.tick(Duration::ZERO).expect("5 objects' bytes");
+    let s = heap
+        .tick(Duration::ZERO)
+        .completed
+        .expect("5 objects' bytes");
     assert_eq!((s.freed, s.freed_bytes), (5, 5 * size));
     // The count restarts after each collection (manual ones too).
     for i in 0..4 {
@@ -269,19 +276,19 @@ fn tick_collects_at_the_bytes_threshold() {
     for i in 0..4 {
         node(&heap, i);
     }
-    assert!(heap.tick(Duration::ZERO).is_none());
+    assert!(heap.tick(Duration::ZERO).completed.is_none());
     node(&heap, 4);
-    assert!(heap.tick(Duration::ZERO).is_some());
+    assert!(heap.tick(Duration::ZERO).completed.is_some());
 }
 
 #[test]
 fn tick_collects_every_frame_when_asked() {
     let mut heap = heap_with(GcConfig::MANUAL);
-    assert!(heap.tick(Duration::ZERO).is_none());
+    assert!(heap.tick(Duration::ZERO).completed.is_none());
     heap.gc_config_mut().every_frame = true;
     for i in 0..3 {
         node(&heap, i);
-        assert_eq!(heap.tick(Duration::ZERO).unwrap().freed, 1);
+        assert_eq!(heap.tick(Duration::ZERO).completed.unwrap().freed, 1);
     }
     assert_eq!(heap.gc_totals().collections, 3);
 }
@@ -290,8 +297,8 @@ fn tick_collects_every_frame_when_asked() {
 fn default_config_collects_after_61_seconds() {
     let mut heap = Heap::new();
     node(&heap, 0);
-    assert!(heap.tick(Duration::from_secs(61)).is_none());
-    assert!(heap.tick(Duration::from_millis(100)).is_some());
+    assert!(heap.tick(Duration::from_secs(61)).completed.is_none());
+    assert!(heap.tick(Duration::from_millis(100)).completed.is_some());
 }
 
 #[test]
@@ -494,14 +501,15 @@ fn the_object_threshold_ignores_the_disregard_pool() {
     heap.add_to_root(a).unwrap();
     node(&heap, 11);
     assert!(
-        heap.tick(Duration::from_millis(1)).is_none(),
+        heap.tick(Duration::from_millis(1)).completed.is_none(),
         "7 objects, but only 2 the collector considers"
     );
     node(&heap, 12);
     let s = heap
         .tick(Duration::from_millis(1))
+        .completed
         .expect("3 considered objects");
     assert_eq!(s.trigger, coreobject::Trigger::ObjectCount);
     assert_eq!(s.freed, 2);
-    assert!(heap.tick(Duration::from_millis(1)).is_none());
+    assert!(heap.tick(Duration::from_millis(1)).completed.is_none());
 }

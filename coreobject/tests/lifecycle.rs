@@ -312,14 +312,14 @@ fn an_object_not_ready_waits_and_is_polled_by_collections_and_ticks() {
     assert_eq!(take(&log), ["ready? slow false"], "polled, not begun again");
 
     // Ticks that do not collect still poll.
-    assert!(heap.tick(Duration::from_millis(16)).is_none());
+    assert!(heap.tick(Duration::from_millis(16)).completed.is_none());
     assert_eq!(take(&log), ["ready? slow false"]);
     assert_eq!(heap.pending_destroy(), 1);
     let collections = heap.gc_totals().collections;
     let total = heap.gc_totals().total_freed;
 
     ready.store(true, Ordering::SeqCst);
-    assert!(heap.tick(Duration::from_millis(16)).is_none());
+    assert!(heap.tick(Duration::from_millis(16)).completed.is_none());
     assert_eq!(
         take(&log),
         [

@@ -304,7 +304,10 @@ fn disabled_collector_refuses_to_collect() {
     let err = heap.collect().unwrap_err();
     assert_eq!(err, Error::GcDisabled);
     assert!(err.to_string().contains("set_enabled(false)"), "{err}");
-    assert!(heap.tick(std::time::Duration::from_secs(1)).is_none());
+    assert!(heap
+        .tick(std::time::Duration::from_secs(1))
+        .completed
+        .is_none());
     assert!(heap.contains(h));
     heap.set_enabled(true);
     assert_eq!(heap.collect().unwrap().freed, 1);

@@ -99,6 +99,53 @@ pub struct CollectStats {
     pub pending: usize,
     /// Objects allocated after the collection.
     pub live: usize,
+    /// Slices the cycle took (1 for a stop-the-world collection).
+    pub slices: usize,
+    /// The longest slice.
+    pub max_slice: Duration,
+}
+
+/// Where the collector is in a cycle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// No cycle in flight.
+    #[default]
+    Idle,
+    /// Marking: tracing from the roots, in slices when incremental.
+    Mark,
+    /// Purging: flagging unreachable objects, `begin_destroy`,
+    /// `finish_destroy`, delete listeners and freeing, in slices when
+    /// incremental.
+    Purge,
+}
+
+/// What one [`Heap::tick`] did.
+///
+/// With [`GcConfig::incremental`](crate::GcConfig::incremental) set, a tick
+/// runs at most one budgeted slice of a cycle; without it, a tick either
+/// runs a whole collection (when a trigger fires) or polls objects waiting
+/// to finish destruction.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tick {
+    /// The collector's phase after this tick.
+    pub phase: Phase,
+    /// Time spent in the collector during this tick, whatever the phase.
+    pub time: Duration,
+    /// Objects processed during this tick: marked, swept or destroyed.
+    pub work: usize,
+    /// Objects freed during this tick (this cycle's and earlier pending ones).
+    pub freed: usize,
+    /// The trigger of a cycle that started during this tick.
+    pub started: Option<Trigger>,
+    /// The stats of a cycle that completed during this tick.
+    pub completed: Option<CollectStats>,
+}
+
+impl Tick {
+    /// Whether the tick did anything at all.
+    pub fn did_work(&self) -> bool {
+        self.started.is_some() || self.completed.is_some() || self.work > 0 || self.freed > 0
+    }
 }
 
 /// Running totals (the Mundi collector's last/total counts).
@@ -264,6 +311,8 @@ impl Heap {
         self.bytes_since_gc.store(0, Ordering::Relaxed);
         self.gc.since_last = Duration::ZERO;
         stats.total = t0.elapsed();
+        stats.slices = 1;
+        stats.max_slice = stats.total;
         let t = &mut self.gc.totals;
         t.collections += 1;
         t.last_freed = stats.freed;
@@ -374,27 +423,40 @@ impl Heap {
     /// let cfg = HeapConfig { gc: GcConfig { interval: Some(Duration::from_millis(50)), ..GcConfig::MANUAL }, ..HeapConfig::DEFAULT };
     /// let mut heap = Heap::with_config(cfg).unwrap();
     /// heap.create(Spark);
-    /// assert!(heap.tick(Duration::from_millis(16)).is_none());
-    /// let stats = heap.tick(Duration::from_millis(40)).unwrap();
+    /// assert!(heap.tick(Duration::from_millis(16)).completed.is_none());
+    /// let stats = heap.tick(Duration::from_millis(40)).completed.unwrap();
     /// assert_eq!(stats.trigger, Trigger::Interval);
     /// assert!(heap.is_empty());
     /// ```
-    pub fn tick(&mut self, dt: Duration) -> Option<CollectStats> {
-        self.gc.since_last += dt;
+    pub fn tick(&mut self, dt: Duration) -> Tick {
+        let t0 = Instant::now();
+        self.gc.since_last = self.gc.since_last.saturating_add(dt);
         if let Some(trigger) = self.due_trigger() {
-            return Some(self.collect_now(trigger));
+            let stats = self.collect_now(trigger);
+            return Tick {
+                phase: Phase::Idle,
+                time: t0.elapsed(),
+                work: stats.marked + stats.unreachable,
+                freed: stats.freed,
+                started: Some(trigger),
+                completed: Some(stats),
+            };
         }
+        let mut tick = Tick::default();
         if !self.gc.pending.is_empty() {
             self.table.sync();
             let mut caught: Caught = None;
             let freed = self.finish_ready(&mut caught);
             self.gc.totals.total_freed += freed.objects as u64;
             self.gc.totals.total_freed_bytes += freed.bytes as u64;
+            tick.freed = freed.objects;
+            tick.work = freed.objects;
+            tick.time = t0.elapsed();
             if let Some(p) = caught {
                 std::panic::resume_unwind(p);
             }
         }
-        None
+        tick
     }
 
     /// The first trigger that fires now, if the collector is enabled.
