@@ -196,8 +196,9 @@ pub trait Visitor {
 /// Implemented for handles, plain data (including the integer atomics and
 /// `AtomicBool`, but not `AtomicPtr`), the standard containers, `std` and
 /// `parking_lot` locks (see the [module docs](self#atomics-and-locks) for the
-/// locking rule), and by the derives. Write it by hand for a custom container (this is Unreal's
-/// `AddReferencedObjects`): report every strong handle to `v.visit`.
+/// locking rule), and by the derives. Write it by hand for a custom container
+/// (this is Unreal's `AddReferencedObjects`): report every strong handle to
+/// `v.visit`.
 ///
 /// ```
 /// use coreobject::{AnyObj, RefKind, Trace, Visitor};
