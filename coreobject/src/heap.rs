@@ -1066,6 +1066,33 @@ impl Heap {
         gc.tick(stage, dt)
     }
 
+    /// Runs one slice of at most `work` units of collection (objects
+    /// marked, swept, finished or freed, at least one), whatever the clock:
+    /// the cycle in flight continues, or a new one starts. For programs that
+    /// pace collection by work rather than time, as gc-arena does, and for
+    /// deterministic tests of incremental collection.
+    ///
+    /// ```
+    /// use coreobject::{Heap, Obj, Object, Phase};
+    /// #[derive(Object, Default)] struct Node { next: Option<Obj<Node>> }
+    /// let mut heap = Heap::new();
+    /// let root = heap.create(Node::default());
+    /// heap.add_to_root(root).unwrap();
+    /// for _ in 0..100 { heap.create(Node::default()); }
+    /// let mut slices = 0;
+    /// let stats = loop {
+    ///     slices += 1;
+    ///     if let Some(stats) = heap.step(10).completed { break stats; }
+    /// };
+    /// assert_eq!(stats.freed, 100);
+    /// assert!(slices > 10, "{slices} slices");
+    /// assert_eq!(heap.gc_phase(), Phase::Idle);
+    /// ```
+    pub fn step(&mut self, work: usize) -> Tick {
+        let (gc, stage) = self.stage();
+        gc.step(stage, work)
+    }
+
     /// Where the collector is: idle, marking or purging a cycle.
     pub fn gc_phase(&self) -> Phase {
         self.gc.phase()

@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use coreobject::{table::CHUNK_SIZE, Error, Heap, HeapConfig, Obj, Object};
+use coreobject::{Error, Heap, HeapConfig, Obj, Object, CHUNK_SIZE};
 use loom::thread;
 
 #[derive(Object)]

@@ -25,8 +25,7 @@
 use std::collections::VecDeque;
 use std::ptr::NonNull;
 
-use std::time::Instant;
-
+use super::budget::Budget;
 use crate::array::{flags, Chunks};
 use crate::handle::AnyObj;
 use crate::object::Header;
@@ -80,9 +79,6 @@ impl Ring {
         Some(p)
     }
 }
-
-/// How often (in objects scanned) a budgeted drain reads the clock.
-const CLOCK_EVERY: usize = 256;
 
 /// What popping the queue gave.
 enum Pop {
@@ -194,20 +190,24 @@ impl<'a> Marker<'a> {
     }
 
     /// Marks everything reachable from what was visited so far, or until
-    /// `deadline` passes. Returns `true` when the queue ran dry, `false` when
-    /// the deadline stopped it; either way every object marked so far has
+    /// the budget is spent. Returns `true` when the queue ran dry, `false`
+    /// when the budget stopped it; either way every object marked so far has
     /// been scanned (the rings are flushed), so the mutator may run.
-    pub(crate) fn drain(&mut self, deadline: Option<Instant>) -> bool {
+    pub(crate) fn drain(&mut self, budget: &mut Budget) -> bool {
         let (mut a, mut b) = (Ring::new(), Ring::new());
-        let mut until_clock = CLOCK_EVERY;
-        let mut open = true;
+        let mut open = !budget.is_spent();
         loop {
             // Stage 2: keep ring A full from the queue.
             while open && !a.is_full() {
                 match self.pop_grey() {
                     Pop::Empty => break,
-                    Pop::Skip => continue,
-                    Pop::Grey(p) => a.push(p),
+                    Pop::Skip => open = !budget.spend(1),
+                    Pop::Grey(p) => {
+                        a.push(p);
+                        // Stop taking new objects once the budget is spent;
+                        // the rings are still flushed.
+                        open = !budget.spend(1);
+                    }
                 }
             }
             // Stage 3: move one object from A into B, scanning B's oldest to
@@ -222,18 +222,8 @@ impl<'a> Marker<'a> {
                 b.push(p);
             } else if let Some(oldest) = b.pop() {
                 self.scan(oldest);
-            } else if open && !self.queue.is_empty() {
-                continue;
             } else {
                 return open;
-            }
-            until_clock -= 1;
-            if until_clock == 0 {
-                until_clock = CLOCK_EVERY;
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    // Stop taking new objects; flush the rings.
-                    open = false;
-                }
             }
         }
     }

@@ -78,6 +78,7 @@
 //! assert_eq!(heap.gc_totals().total_freed, 2);
 //! ```
 
+mod budget;
 pub(crate) mod debug;
 pub(crate) mod mark;
 pub(crate) mod stats;
@@ -101,6 +102,7 @@ use crate::names::Names;
 use crate::referencer::Referencer;
 use crate::trace::Visitor;
 
+use budget::Budget;
 pub(crate) use mark::Marker;
 pub use stats::{CollectStats, GcTotals, Phase, PreCollect, Tick, Trigger};
 use sweep::Pending;
@@ -124,15 +126,18 @@ enum Step {
     /// Draining the work queue and re-scanning what changed.
     Mark,
     /// Flagging unreachable objects and running `begin_destroy`, from this
-    /// bitmap word.
-    Sweep(usize),
+    /// slot.
+    Sweep(u32),
     /// Polling pending objects' `is_ready_for_finish_destroy`, from this
     /// position in the pending list.
     Poll(usize),
     /// Running `finish_destroy` on the ready ones, from this position.
     Finish(usize),
-    /// Freeing, from this bitmap word.
-    Free(usize),
+    /// Freeing, from this slot.
+    Free(u32),
+    /// Clearing the `BORN` flags of objects created during the cycle, from
+    /// this position in its list.
+    Settle(usize),
 }
 
 impl Step {
@@ -196,9 +201,6 @@ pub(crate) struct Collector {
     pre: Vec<(HookId, PreHook)>,
     post: Vec<(HookId, PostHook)>,
 }
-
-/// How often, in objects, the purge reads the clock.
-const PURGE_CLOCK_EVERY: usize = 64;
 
 impl Collector {
     pub(crate) fn new(config: GcConfig) -> Self {
@@ -349,30 +351,47 @@ impl Collector {
     /// Runs a whole collection now: finishes a cycle in flight first.
     pub(crate) fn collect(&mut self, mut stage: Stage<'_>, trigger: Trigger) -> CollectStats {
         if self.cycle.is_some() {
-            self.run(&mut stage, None);
+            self.run(&mut stage, Budget::unlimited());
         }
         self.start(&mut stage, trigger);
-        self.run(&mut stage, None)
+        self.run(&mut stage, Budget::unlimited())
             .expect("an unbudgeted slice finishes its cycle")
     }
 
     /// One frame's worth of collection; see [`Heap::tick`](crate::Heap::tick).
-    pub(crate) fn tick(&mut self, mut stage: Stage<'_>, dt: Duration) -> Tick {
+    pub(crate) fn tick(&mut self, stage: Stage<'_>, dt: Duration) -> Tick {
         let t0 = Instant::now();
         self.since_last = self.since_last.saturating_add(dt);
-        let budget = self.config.incremental;
+        let budget = Budget::new(self.config.incremental.map(|b| t0 + b), usize::MAX);
+        let trigger = self.due_trigger(stage.array);
+        self.slice(stage, t0, budget, trigger)
+    }
+
+    /// One slice of at most `work` units of the cycle in flight, starting
+    /// one if none is; see [`Heap::step`](crate::Heap::step).
+    pub(crate) fn step(&mut self, stage: Stage<'_>, work: usize) -> Tick {
+        let trigger = self.enabled.then_some(Trigger::Explicit);
+        self.slice(stage, Instant::now(), Budget::new(None, work), trigger)
+    }
+
+    fn slice(
+        &mut self,
+        mut stage: Stage<'_>,
+        t0: Instant,
+        budget: Budget,
+        trigger: Option<Trigger>,
+    ) -> Tick {
         let mut tick = Tick::default();
         let freed_before = self.totals.total_freed;
         if self.cycle.is_none() {
-            if let Some(trigger) = self.due_trigger(stage.array) {
+            if let Some(trigger) = trigger {
                 self.start(&mut stage, trigger);
                 tick.started = Some(trigger);
             }
         }
         if self.cycle.is_some() {
-            let deadline = budget.map(|b| t0 + b);
             let before = self.work_so_far();
-            tick.completed = self.run(&mut stage, deadline);
+            tick.completed = self.run(&mut stage, budget);
             let after = match &tick.completed {
                 Some(s) => s.marked + s.unreachable + s.freed,
                 None => self.work_so_far(),
@@ -467,12 +486,16 @@ impl Collector {
     }
 
     /// Runs the cycle in flight until it completes (returning its stats) or
-    /// `deadline` passes.
-    fn run(&mut self, stage: &mut Stage<'_>, deadline: Option<Instant>) -> Option<CollectStats> {
+    /// the budget is spent.
+    fn run(&mut self, stage: &mut Stage<'_>, budget: Budget) -> Option<CollectStats> {
         let t0 = Instant::now();
         let _span = tracing::info_span!("gc.slice", heap = stage.array.tag()).entered();
         let mut cycle = self.cycle.take().expect("a cycle in flight");
-        let deadline = if cycle.forced { None } else { deadline };
+        let mut budget = if cycle.forced {
+            Budget::unlimited()
+        } else {
+            budget
+        };
         // Fold in the slots handed out since the previous slice before
         // anything is freed (freeing writes the allocator's cursor).
         stage.array.sync();
@@ -482,7 +505,7 @@ impl Collector {
         if matches!(cycle.step, Step::Pool(_) | Step::Mark) {
             let ts = Instant::now();
             let marked = catch_unwind(AssertUnwindSafe(|| {
-                self.mark_slice(stage, &mut cycle, deadline)
+                self.mark_slice(stage, &mut cycle, &mut budget)
             }));
             cycle.stats.mark += ts.elapsed();
             match marked {
@@ -495,7 +518,7 @@ impl Collector {
             }
         }
         if !matches!(cycle.step, Step::Pool(_) | Step::Mark) {
-            done = self.purge_slice(stage, &mut cycle, deadline, &mut caught);
+            done = self.purge_slice(stage, &mut cycle, &mut budget, &mut caught);
         }
         let slice = t0.elapsed();
         cycle.stats.slices += 1;
@@ -525,7 +548,7 @@ impl Collector {
         &mut self,
         stage: &mut Stage<'_>,
         cycle: &mut Cycle,
-        deadline: Option<Instant>,
+        budget: &mut Budget,
     ) -> bool {
         stage.array.sync();
         stage.array.take_born(&mut cycle.born);
@@ -543,7 +566,7 @@ impl Collector {
                     }
                 }
                 i += 1;
-                if i % 256 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+                if budget.spend(1) {
                     cycle.step = Step::Pool(i);
                     return false;
                 }
@@ -560,7 +583,7 @@ impl Collector {
         }
 
         loop {
-            if !marker.drain(deadline) {
+            if !marker.drain(budget) {
                 cycle.stats.marked += std::mem::take(&mut marker.marked);
                 return false;
             }
@@ -582,7 +605,8 @@ impl Collector {
                 marker.visit(h);
             }
             // Objects created since the previous look: black, but their
-            // references must be traced.
+            // references must be traced. Budgeted: a mutator allocating
+            // fast can create many between two slices.
             while cycle.born_seen < cycle.born.len() {
                 let i = cycle.born[cycle.born_seen];
                 cycle.born_seen += 1;
@@ -593,19 +617,26 @@ impl Collector {
                         marker.scan(p);
                     }
                 }
+                if budget.spend(1) {
+                    cycle.stats.marked += std::mem::take(&mut marker.marked);
+                    return false;
+                }
             }
             // Objects changed through the barrier: re-scan the ones already
             // scanned; the others will be scanned, as they are now, if reached.
-            for i in std::mem::take(&mut self.regrey) {
+            while let Some(i) = self.regrey.pop() {
                 let item = chunks.at(i);
                 let f = item.clear(flags::REGREY);
-                if f & flags::DEAD != 0 {
-                    continue;
-                }
-                if marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0 {
+                if f & flags::DEAD == 0
+                    && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
+                {
                     if let Some(p) = item.object() {
                         marker.scan(p);
                     }
+                }
+                if budget.spend(1) {
+                    cycle.stats.marked += std::mem::take(&mut marker.marked);
+                    return false;
                 }
             }
             // Referencers report afresh: nothing tells us what they changed.
@@ -616,7 +647,7 @@ impl Collector {
             // may still hold entries: stale handles and garbage objects are
             // queued by every look, and never marked.)
             let before = marker.marked;
-            if !marker.drain(deadline) {
+            if !marker.drain(budget) {
                 cycle.stats.marked += std::mem::take(&mut marker.marked);
                 return false;
             }
@@ -633,7 +664,7 @@ impl Collector {
         std::mem::swap(&mut c.marks, &mut self.bits);
         c.end = cycle.hw;
         c.active = true;
-        cycle.step = Step::Sweep(cycle.pool_end as usize / 64);
+        cycle.step = Step::Sweep(cycle.pool_end);
         true
     }
 
@@ -667,8 +698,11 @@ impl Collector {
         array.sync();
         array.take_born(&mut cycle.born);
         array.stop_recording();
-        for &i in &cycle.born {
-            array.at(i).clear(flags::BORN);
+        // What `Settle` did not reach (objects created since its last slice).
+        if let Step::Settle(k) = cycle.step {
+            for &i in &cycle.born[k.min(cycle.born.len())..] {
+                array.at(i).clear(flags::BORN);
+            }
         }
         cycle.stats.born = cycle.born.len();
         std::mem::swap(&mut array.condemned.marks, &mut self.bits);

@@ -27,7 +27,8 @@
 use std::num::NonZeroU32;
 use std::time::Instant;
 
-use super::{Collector, Cycle, Stage, Step, PURGE_CLOCK_EVERY};
+use super::budget::Budget;
+use super::{Collector, Cycle, Stage, Step};
 use crate::array::{flags, Item};
 use crate::handle::AnyObj;
 use crate::lifecycle::{guard, Caught, DestroyCx};
@@ -55,78 +56,93 @@ fn handle_of(item: &Item, index: u32) -> AnyObj {
     AnyObj::new(index, serial)
 }
 
-/// Calls `f` for each zero bit of `marks` in word `w`, within `[from, to)`.
+/// Calls `f` on each zero bit of `marks` from `start` up to `to`, charging
+/// the budget one unit per bitmap word and one per object `f` reports it
+/// handled. Returns where to resume when the budget runs out, or `None` once
+/// `to` is reached.
 #[inline(always)]
-fn zeros_in(marks: &[u64], w: usize, from: u32, to: u32, mut f: impl FnMut(u32)) {
-    let mut zeros = !marks[w];
-    while zeros != 0 {
-        let i = (w * 64) as u32 + zeros.trailing_zeros();
-        zeros &= zeros - 1;
-        if i >= from && i < to {
-            f(i);
+fn walk_zeros(
+    marks: &[u64],
+    start: u32,
+    to: u32,
+    budget: &mut Budget,
+    mut f: impl FnMut(u32) -> bool,
+) -> Option<u32> {
+    let mut w = start as usize / 64;
+    // Bits below `start` in its word are done already.
+    let mut zeros = !marks.get(w).copied().unwrap_or(u64::MAX) & (u64::MAX << (start % 64));
+    while (w * 64) < to as usize {
+        while zeros != 0 {
+            let i = (w * 64) as u32 + zeros.trailing_zeros();
+            zeros &= zeros - 1;
+            if i >= to {
+                return None;
+            }
+            if f(i) && budget.spend(1) {
+                return Some(i + 1);
+            }
         }
+        w += 1;
+        if budget.spend(1) {
+            return Some((w * 64) as u32);
+        }
+        zeros = !marks.get(w).copied().unwrap_or(u64::MAX);
     }
+    None
 }
 
 impl Collector {
     /// Runs purge steps until the cycle's purge is done (`true`) or the
-    /// deadline passes.
+    /// budget is spent.
     pub(super) fn purge_slice(
         &mut self,
         stage: &mut Stage<'_>,
         cycle: &mut Cycle,
-        deadline: Option<Instant>,
+        budget: &mut Budget,
         caught: &mut Caught,
     ) -> bool {
         let ts = Instant::now();
-        let out_of_time = || deadline.is_some_and(|d| Instant::now() >= d);
-        let words = (cycle.hw as usize).div_ceil(64);
         let (from, to) = (cycle.pool_end, cycle.hw);
-        let mut budget = PURGE_CLOCK_EVERY;
         loop {
             match cycle.step {
-                Step::Sweep(mut w) => {
+                Step::Sweep(start) => {
                     let array = &*stage.array;
                     let names = &*stage.names;
-                    while w < words {
-                        let mut found = 0;
-                        zeros_in(&array.condemned.marks, w, from, to, |i| {
-                            let Some(item) = array.item(i) else { return };
-                            let f = item.flags();
-                            if item.object().is_none()
-                                || f & (flags::DISREGARD | flags::UNREACHABLE | flags::BORN) != 0
-                            {
-                                return;
-                            }
-                            item.set(flags::UNREACHABLE);
-                            found += 1;
-                            if f & flags::HOOKS != 0 {
-                                let this = handle_of(item, i);
-                                let p = item.object().expect("checked above");
-                                let cx = DestroyCx::new(array, names, this);
-                                // SAFETY: `p` is live and of its header's class; the purge
-                                // holds the heap exclusively, and `cx` never hands out `this`.
-                                guard(caught, || unsafe {
-                                    (p.as_ref().class.vt.begin_destroy)(p, &cx)
-                                });
-                                self.pending.push(Pending {
-                                    index: i,
-                                    since: ts,
-                                    warned: false,
-                                });
-                            }
-                        });
-                        cycle.stats.unreachable += found;
-                        w += 1;
-                        budget = budget.saturating_sub(found + 1);
-                        if budget == 0 {
-                            budget = PURGE_CLOCK_EVERY;
-                            if out_of_time() {
-                                cycle.step = Step::Sweep(w);
-                                cycle.stats.sweep += ts.elapsed();
-                                return false;
-                            }
+                    let pending = &mut self.pending;
+                    let stats = &mut cycle.stats;
+                    let resume = walk_zeros(&array.condemned.marks, start, to, budget, |i| {
+                        let Some(item) = array.item(i) else {
+                            return false;
+                        };
+                        let f = item.flags();
+                        if item.object().is_none()
+                            || f & (flags::DISREGARD | flags::UNREACHABLE | flags::BORN) != 0
+                        {
+                            return false;
                         }
+                        item.set(flags::UNREACHABLE);
+                        stats.unreachable += 1;
+                        if f & flags::HOOKS != 0 {
+                            let this = handle_of(item, i);
+                            let p = item.object().expect("checked above");
+                            let cx = DestroyCx::new(array, names, this);
+                            // SAFETY: `p` is live and of its header's class; the purge
+                            // holds the heap exclusively, and `cx` never hands out `this`.
+                            guard(caught, || unsafe {
+                                (p.as_ref().class.vt.begin_destroy)(p, &cx)
+                            });
+                            pending.push(Pending {
+                                index: i,
+                                since: ts,
+                                warned: false,
+                            });
+                        }
+                        true
+                    });
+                    if let Some(next) = resume {
+                        cycle.step = Step::Sweep(next);
+                        cycle.stats.sweep += ts.elapsed();
+                        return false;
                     }
                     // Every unreachable object is flagged: resolution needs
                     // the bitmap no longer.
@@ -145,14 +161,10 @@ impl Collector {
                         } else {
                             cycle.waiting.push(Pending { ..*p });
                         }
-                        budget -= 1;
-                        if budget == 0 {
-                            budget = PURGE_CLOCK_EVERY;
-                            if out_of_time() {
-                                cycle.step = Step::Poll(k);
-                                cycle.stats.destroy += tf.elapsed();
-                                return false;
-                            }
+                        if budget.spend(1) {
+                            cycle.step = Step::Poll(k);
+                            cycle.stats.destroy += tf.elapsed();
+                            return false;
                         }
                     }
                     // Those not ready wait; `complete` puts them back.
@@ -165,63 +177,66 @@ impl Collector {
                     while k < cycle.ready.len() {
                         finish(stage, cycle.ready[k], caught);
                         k += 1;
-                        budget -= 1;
-                        if budget == 0 {
-                            budget = PURGE_CLOCK_EVERY;
-                            if out_of_time() {
-                                cycle.step = Step::Finish(k);
-                                cycle.stats.destroy += tf.elapsed();
-                                return false;
-                            }
+                        if budget.spend(1) {
+                            cycle.step = Step::Finish(k);
+                            cycle.stats.destroy += tf.elapsed();
+                            return false;
                         }
                     }
                     cycle.ready.clear();
                     cycle.stats.destroy += tf.elapsed();
-                    cycle.step = Step::Free(from as usize / 64);
+                    cycle.step = Step::Free(from);
                 }
-                Step::Free(mut w) => {
+                Step::Free(start) => {
                     let tf = Instant::now();
-                    while w < words {
-                        let mut freed = 0;
-                        let mut bytes = 0;
-                        let marks = std::mem::take(&mut stage.array.condemned.marks);
-                        zeros_in(&marks, w, from, to, |i| {
-                            let Some(item) = stage.array.item(i) else {
-                                return;
-                            };
-                            let f = item.flags();
-                            if item.object().is_none()
-                                || f & flags::UNREACHABLE == 0
-                                || f & (flags::HOOKS | flags::FINISHED) == flags::HOOKS
-                            {
-                                return;
-                            }
-                            if let Some(p) = stage
-                                .array
-                                .item(i + 8)
-                                .filter(|_| i + 8 < to)
-                                .and_then(Item::object)
-                            {
-                                prefetch_line(p.as_ptr());
-                            }
-                            bytes += free_one(stage, i, caught);
-                            freed += 1;
-                        });
-                        stage.array.condemned.marks = marks;
-                        cycle.stats.freed += freed;
-                        cycle.stats.freed_bytes += bytes;
-                        w += 1;
-                        budget = budget.saturating_sub(freed + 1);
-                        if budget == 0 {
-                            budget = PURGE_CLOCK_EVERY;
-                            if out_of_time() {
-                                cycle.step = Step::Free(w);
-                                cycle.stats.destroy += tf.elapsed();
-                                return false;
-                            }
+                    let marks = std::mem::take(&mut stage.array.condemned.marks);
+                    let stats = &mut cycle.stats;
+                    let resume = walk_zeros(&marks, start, to, budget, |i| {
+                        let Some(item) = stage.array.item(i) else {
+                            return false;
+                        };
+                        let f = item.flags();
+                        if item.object().is_none()
+                            || f & flags::UNREACHABLE == 0
+                            || f & (flags::HOOKS | flags::FINISHED) == flags::HOOKS
+                        {
+                            return false;
+                        }
+                        if let Some(p) = stage
+                            .array
+                            .item(i + 8)
+                            .filter(|_| i + 8 < to)
+                            .and_then(Item::object)
+                        {
+                            prefetch_line(p.as_ptr());
+                        }
+                        stats.freed_bytes += free_one(stage, i, caught);
+                        stats.freed += 1;
+                        true
+                    });
+                    stage.array.condemned.marks = marks;
+                    cycle.stats.destroy += tf.elapsed();
+                    if let Some(next) = resume {
+                        cycle.step = Step::Free(next);
+                        return false;
+                    }
+                    cycle.step = Step::Settle(0);
+                }
+                Step::Settle(mut k) => {
+                    // Objects created during the cycle lose their protection;
+                    // the last few (created since this slice began) are
+                    // cleared by `complete`, under the same borrow.
+                    stage.array.sync();
+                    stage.array.take_born(&mut cycle.born);
+                    while k < cycle.born.len() {
+                        stage.array.at(cycle.born[k]).clear(flags::BORN);
+                        k += 1;
+                        if budget.spend(1) && k < cycle.born.len() {
+                            cycle.step = Step::Settle(k);
+                            return false;
                         }
                     }
-                    cycle.stats.destroy += tf.elapsed();
+                    cycle.step = Step::Settle(k);
                     return true;
                 }
                 Step::Pool(_) | Step::Mark => unreachable!("purge before marking ended"),

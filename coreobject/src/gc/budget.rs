@@ -1,0 +1,62 @@
+//! How much one slice may do: a deadline, a count of work units, or both.
+//!
+//! A unit is one object marked, scanned, swept, polled, finished or freed
+//! (a bitmap word without objects counts as one too). The clock is read
+//! every [`CLOCK_EVERY`] units, which bounds how far a slice can overrun its
+//! deadline by the cost of that many units (a few microseconds).
+
+use std::time::Instant;
+
+/// Units between two readings of the clock.
+pub(crate) const CLOCK_EVERY: usize = 128;
+
+/// The allowance of one slice.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Budget {
+    deadline: Option<Instant>,
+    work: usize,
+    until_clock: usize,
+}
+
+impl Budget {
+    /// No limit: a stop-the-world collection.
+    pub(crate) fn unlimited() -> Budget {
+        Budget::new(None, usize::MAX)
+    }
+
+    pub(crate) fn new(deadline: Option<Instant>, work: usize) -> Budget {
+        Budget {
+            deadline,
+            work: work.max(1),
+            until_clock: CLOCK_EVERY,
+        }
+    }
+
+    /// Takes `n` units. Returns `true` once the budget is spent.
+    #[inline(always)]
+    pub(crate) fn spend(&mut self, n: usize) -> bool {
+        if self.work == usize::MAX && self.deadline.is_none() {
+            return false;
+        }
+        self.work = self.work.saturating_sub(n);
+        if self.work == 0 {
+            return true;
+        }
+        if n >= self.until_clock {
+            self.until_clock = CLOCK_EVERY;
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                self.work = 0;
+                return true;
+            }
+        } else {
+            self.until_clock -= n;
+        }
+        false
+    }
+
+    /// Whether the budget is spent.
+    #[inline(always)]
+    pub(crate) fn is_spent(&self) -> bool {
+        self.work == 0
+    }
+}

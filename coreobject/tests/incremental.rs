@@ -1,0 +1,387 @@
+//! Incremental collection against a model: random mutator operations
+//! (create from `&Heap` on another thread and from `&mut Heap`, link, unlink,
+//! root, unroot, strong handles, referencer reports, `mark_as_garbage`,
+//! `clear_garbage`, weak resolves) interleaved with slices of random budgets,
+//! down to one unit of work per slice.
+//!
+//! Checked after every operation:
+//! * **safety** — every object reachable in the model (from roots, strong
+//!   handles and the referencer, through objects not marked as garbage)
+//!   resolves, with the children the model says it has;
+//! * **no resurrection** — once an object stops resolving (outside being
+//!   marked as garbage), it never resolves again;
+//! * **liveness** — an object unreachable when a cycle starts is freed when
+//!   that cycle completes; one that becomes unreachable (or is marked as
+//!   garbage) during a cycle is freed when the next one completes.
+//!
+//! The mutator never links an object the model considers unreachable: a
+//! handle on the stack is not a root, so storing it would be a resurrection
+//! the collector is free to miss (the store then holds a stale handle).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Obj, Object, Referencer, StrongObj, Visitor};
+
+#[derive(Object)]
+struct Node {
+    id: u64,
+    kids: Vec<Obj<Node>>,
+}
+
+struct Held(Mutex<Vec<AnyObj>>);
+impl Referencer for Held {
+    fn add_referenced_objects(&self, v: &mut dyn Visitor) {
+        for h in self.0.lock().unwrap().iter() {
+            v.visit(*h);
+        }
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+#[derive(Default)]
+struct ModelObj {
+    kids: Vec<u64>,
+    rooted: bool,
+    garbage: bool,
+    /// The cycle (by completion count) by whose completion it must be gone.
+    doomed_by: Option<u64>,
+}
+
+struct Model {
+    objs: HashMap<u64, (Obj<Node>, ModelObj)>,
+    strongs: Vec<(u64, StrongObj<Node>)>,
+    held: Vec<u64>,
+    /// Objects that stopped resolving (for reasons other than a garbage mark).
+    dead: HashSet<u64>,
+    next_id: u64,
+}
+
+impl Model {
+    fn reachable(&self) -> HashSet<u64> {
+        let mut seen = HashSet::new();
+        let mut stack: Vec<u64> = self
+            .objs
+            .iter()
+            .filter(|(_, (_, m))| m.rooted)
+            .map(|(&id, _)| id)
+            .chain(self.strongs.iter().map(|(id, _)| *id))
+            .chain(self.held.iter().copied())
+            .collect();
+        while let Some(id) = stack.pop() {
+            let Some((_, m)) = self.objs.get(&id) else {
+                continue;
+            };
+            if m.garbage || !seen.insert(id) {
+                continue;
+            }
+            stack.extend(m.kids.iter().copied());
+        }
+        seen
+    }
+}
+
+/// Objects unreachable now must be gone when cycle number `due` completes.
+fn doom(m: &mut Model, reachable: &HashSet<u64>, due: u64) {
+    for (id, (_, mo)) in m.objs.iter_mut() {
+        if !reachable.contains(id) {
+            let d = mo.doomed_by.get_or_insert(due);
+            *d = (*d).min(due);
+        }
+    }
+}
+
+fn heap() -> Heap {
+    Heap::with_config(HeapConfig {
+        gc: GcConfig {
+            incremental_debt: None,
+            ..GcConfig::MANUAL
+        },
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap()
+}
+
+fn run(seed: u64, ops: usize) {
+    let mut rng = Rng(seed | 1);
+    let mut heap = heap();
+    let held = Arc::new(Held(Mutex::new(Vec::new())));
+    heap.add_referencer(held.clone());
+    let mut m = Model {
+        objs: HashMap::new(),
+        strongs: Vec::new(),
+        held: Vec::new(),
+        dead: HashSet::new(),
+        next_id: 0,
+    };
+    let mut completed = 0u64;
+    let mut in_cycle = false;
+    let budgets = [1usize, 1, 2, 3, 7, 30, 500];
+
+    for op in 0..ops {
+        let ctx = || format!("seed {seed}, op {op}");
+        let reach = m.reachable();
+        let live: Vec<u64> = reach.iter().copied().collect();
+        let pick = |rng: &mut Rng| -> Option<u64> {
+            (!live.is_empty()).then(|| live[rng.below(live.len())])
+        };
+        match rng.below(22) {
+            // Create, from this thread or another, and link it (or not).
+            0..=4 => {
+                let id = m.next_id;
+                m.next_id += 1;
+                let value = Node {
+                    id,
+                    kids: Vec::new(),
+                };
+                let h = if rng.below(2) == 0 {
+                    let heap = &heap;
+                    std::thread::scope(|s| s.spawn(move || heap.create(value)).join().unwrap())
+                } else {
+                    heap.create(value)
+                };
+                let mut mo = ModelObj::default();
+                match (rng.below(3), pick(&mut rng)) {
+                    (0, _) | (_, None) => mo.rooted = heap.add_to_root(h).is_ok(),
+                    (1, Some(p)) => {
+                        heap[m.objs[&p].0].kids.push(h);
+                        m.objs.get_mut(&p).unwrap().1.kids.push(id);
+                    }
+                    _ => {} // unreferenced: freed by the next cycle that starts after it
+                }
+                m.objs.insert(id, (h, mo));
+            }
+            // Link two reachable objects.
+            5..=7 => {
+                if let (Some(a), Some(b)) = (pick(&mut rng), pick(&mut rng)) {
+                    let hb = m.objs[&b].0;
+                    heap[m.objs[&a].0].kids.push(hb);
+                    m.objs.get_mut(&a).unwrap().1.kids.push(b);
+                }
+            }
+            // Unlink a child.
+            8..=10 => {
+                if let Some(a) = pick(&mut rng) {
+                    let n = m.objs[&a].1.kids.len();
+                    if n > 0 {
+                        let k = rng.below(n);
+                        heap[m.objs[&a].0].kids.remove(k);
+                        m.objs.get_mut(&a).unwrap().1.kids.remove(k);
+                    }
+                }
+            }
+            // Move a child from one reachable object to another: the case
+            // the write barrier exists for.
+            16 | 17 => {
+                if let (Some(a), Some(b)) = (pick(&mut rng), pick(&mut rng)) {
+                    let n = m.objs[&a].1.kids.len();
+                    if n > 0 {
+                        let k = rng.below(n);
+                        let kid = heap[m.objs[&a].0].kids.remove(k);
+                        let id = m.objs.get_mut(&a).unwrap().1.kids.remove(k);
+                        heap[m.objs[&b].0].kids.push(kid);
+                        m.objs.get_mut(&b).unwrap().1.kids.push(id);
+                    }
+                }
+            }
+            // Root or unroot.
+            11 => {
+                if let Some(a) = pick(&mut rng) {
+                    let (h, mo) = m.objs.get_mut(&a).unwrap();
+                    if mo.rooted {
+                        heap.remove_from_root(*h).unwrap();
+                    } else {
+                        heap.add_to_root(*h).unwrap();
+                    }
+                    mo.rooted = !mo.rooted;
+                }
+            }
+            // Strong handles: take one, or drop one.
+            12 => {
+                if rng.below(2) == 0 {
+                    if let Some(a) = pick(&mut rng) {
+                        let s = heap.strong(m.objs[&a].0).expect("reachable, so alive");
+                        m.strongs.push((a, s));
+                    }
+                } else if !m.strongs.is_empty() {
+                    let k = rng.below(m.strongs.len());
+                    m.strongs.swap_remove(k);
+                }
+            }
+            // The referencer starts or stops reporting an object.
+            13 => {
+                if rng.below(2) == 0 {
+                    if let Some(a) = pick(&mut rng) {
+                        held.0.lock().unwrap().push(m.objs[&a].0.any());
+                        m.held.push(a);
+                    }
+                } else if !m.held.is_empty() {
+                    let k = rng.below(m.held.len());
+                    m.held.swap_remove(k);
+                    held.0.lock().unwrap().swap_remove(k);
+                }
+            }
+            // Mark as garbage, or clear the mark of an object still allocated.
+            14 => {
+                if rng.below(3) > 0 {
+                    if let Some(a) = pick(&mut rng) {
+                        let (h, mo) = m.objs.get_mut(&a).unwrap();
+                        heap.mark_as_garbage(*h).unwrap();
+                        mo.garbage = true;
+                        mo.doomed_by.get_or_insert(completed + 1 + in_cycle as u64);
+                    }
+                } else {
+                    let g: Vec<u64> = m
+                        .objs
+                        .iter()
+                        .filter(|(_, (h, mo))| mo.garbage && heap.get_even_if_garbage(*h).is_some())
+                        .map(|(&id, _)| id)
+                        .collect();
+                    if !g.is_empty() {
+                        let a = g[rng.below(g.len())];
+                        let (h, mo) = m.objs.get_mut(&a).unwrap();
+                        heap.clear_garbage(*h).unwrap();
+                        mo.garbage = false;
+                        mo.doomed_by = None;
+                    }
+                }
+            }
+            // Weak resolves of everything.
+            15 => {
+                for (h, _) in m.objs.values() {
+                    let w = h.downgrade();
+                    assert_eq!(heap.get(w).is_some(), heap.get(*h).is_some(), "{}", ctx());
+                }
+            }
+            // A slice, or now and then a full collection.
+            _ => {
+                let before: HashSet<u64> = m.reachable();
+                if rng.below(40) == 0 {
+                    // `collect` first completes a cycle in flight, then runs
+                    // a whole one.
+                    heap.collect().unwrap();
+                    let due = completed + 1 + in_cycle as u64;
+                    doom(&mut m, &before, due);
+                    completed = due;
+                    in_cycle = false;
+                } else {
+                    let t = heap.step(budgets[rng.below(budgets.len())]);
+                    if t.started.is_some() {
+                        assert!(!in_cycle, "{}", ctx());
+                        doom(&mut m, &before, completed + 1);
+                        in_cycle = true;
+                    }
+                    if t.completed.is_some() {
+                        assert!(in_cycle, "{}", ctx());
+                        completed += 1;
+                        in_cycle = false;
+                    }
+                    assert_eq!(
+                        in_cycle,
+                        heap.gc_phase() != coreobject::Phase::Idle,
+                        "{}",
+                        ctx()
+                    );
+                }
+            }
+        }
+
+        // Objects that became unreachable since the last look: doomed by the
+        // end of the next cycle to complete after the current one.
+        let reach = m.reachable();
+        // (Clearing a garbage mark can make objects reachable again: then
+        // they are no longer doomed.)
+        for (id, (_, mo)) in m.objs.iter_mut() {
+            if reach.contains(id) {
+                mo.doomed_by = None;
+            } else if mo.doomed_by.is_none() {
+                mo.doomed_by = Some(completed + 1 + in_cycle as u64);
+            }
+        }
+
+        // Check everything.
+        let mut gone = Vec::new();
+        for (&id, (h, mo)) in &m.objs {
+            let resolved = heap.get(*h);
+            if reach.contains(&id) {
+                let v = resolved
+                    .unwrap_or_else(|| panic!("{}: reachable object {id} does not resolve", ctx()));
+                assert_eq!(v.id, id, "{}", ctx());
+                let kids: Vec<Obj<Node>> = mo.kids.iter().map(|k| m.objs[k].0).collect();
+                assert_eq!(v.kids, kids, "{}: children of {id}", ctx());
+            }
+            if m.dead.contains(&id) {
+                assert!(resolved.is_none(), "{}: object {id} came back", ctx());
+                assert!(heap.get_even_if_garbage(*h).is_none(), "{}", ctx());
+            }
+            if mo.doomed_by.is_some_and(|c| completed >= c) {
+                assert!(
+                    heap.get_even_if_garbage(*h).is_none(),
+                    "{}: object {id} outlived its cycle ({} completed, due {:?})",
+                    ctx(),
+                    completed,
+                    mo.doomed_by
+                );
+            }
+            if resolved.is_none() && !mo.garbage {
+                gone.push(id);
+            }
+        }
+        for id in gone {
+            m.dead.insert(id);
+        }
+        for (&id, (h, _)) in &m.objs {
+            if !heap.contains(*h) && heap.get_even_if_garbage(*h).is_none() {
+                assert!(
+                    !reach.contains(&id),
+                    "{}: freed object {id} was reachable",
+                    ctx()
+                );
+            }
+        }
+    }
+    // Finish: one full collection leaves exactly the reachable objects.
+    heap.collect().unwrap();
+    let reach = m.reachable();
+    assert_eq!(
+        heap.len(),
+        reach.len(),
+        "seed {seed}: live count after a full collection"
+    );
+}
+
+#[test]
+fn incremental_matches_the_model() {
+    let ops = if cfg!(debug_assertions) {
+        1_500
+    } else {
+        20_000
+    };
+    for seed in 1..=8u64 {
+        run(seed * 0x9e37_79b9, ops);
+    }
+}
+
+#[test]
+#[ignore = "long: cargo test --release --test incremental -- --ignored"]
+fn incremental_matches_the_model_long() {
+    let ops: usize = std::env::var("OPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000_000);
+    for seed in 100..110u64 {
+        run(seed * 0x9e37_79b9, ops / 10);
+    }
+}
