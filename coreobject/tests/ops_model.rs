@@ -852,6 +852,7 @@ impl World {
                     }
                 }
             }
+            // TODO(issue 7): also while the pool is open, once fixed (see pick_index).
             180..=209 if !self.pool.open => {
                 let leaf = self.rng.percent(30);
                 Op::CreateAt {
