@@ -32,9 +32,12 @@
 //! Reported per library and budget: steps, p50/p99/max step (nearest rank),
 //! the cycle total (sum of the steps), the stop-the-world collection of the
 //! same repetition, and cycle total / stop-the-world (per repetition, then
-//! the median). The stop-the-world world is built first, on fresh memory;
-//! the incremental one reuses what it freed, which if anything slows the
-//! incremental cycle.
+//! the median). Both worlds are built before either is collected, the
+//! stop-the-world one first; before each measurement the allocator's fast
+//! bins are consolidated ([`alloc::settle`]): otherwise the second
+//! collection pays, at its first large allocation, for coalescing the
+//! 200,000 small chunks (at 1M objects) the first one freed, which made
+//! whichever ran second about 1.3x slower.
 //!
 //! # How each library takes a step
 //!
@@ -62,6 +65,7 @@ use std::time::{Duration, Instant};
 
 use gc_arena::arena::CollectionPhase;
 
+use crate::alloc;
 use crate::harness::{verify, Metric, Outcome, Peer, Run};
 use crate::report::{self, Target};
 use crate::tally;
@@ -242,37 +246,41 @@ fn measure<W: Stepped>(plan: &Plan, p: &Params) -> Outcome {
         ));
     };
 
-    // Stop-the-world, on a world of its own.
+    // Two identical worlds, both built before either collects: neither
+    // collection then runs on memory the other has just freed, or finds the
+    // collector's scratch memory already touched by the other.
     let d0 = tally::dropped();
-    let mut w = W::build(plan, None);
+    let mut stw_world = W::build(plan, None);
+    let mut inc_world = W::build(plan, Some(p.budget));
     let d1 = tally::dropped();
+    drops("the builds", d1 - d0, 0);
+
+    // Each measurement starts with glibc's fast bins consolidated: else the
+    // incremental cycle's first large allocation would consolidate the
+    // chunks the stop-the-world collection just freed, on its clock.
+    alloc::settle();
     let t = Instant::now();
-    w.collect();
+    stw_world.collect();
     let stw = t.elapsed();
     let d2 = tally::dropped();
-    drops("stop-the-world build", d1 - d0, 0);
     drops("stop-the-world collection", d2 - d1, garbage);
-    let stw_checks = w.checks(plan);
-    drop(w);
 
-    // Incremental, on a fresh world.
-    let d0 = tally::dropped();
-    let mut w = W::build(plan, Some(p.budget));
-    let d1 = tally::dropped();
-    let cycle = cycle(&mut w, plan, p);
-    let d2 = tally::dropped();
-    drops("incremental build", d1 - d0, 0);
-    drops("incremental cycle", d2 - d1, garbage);
+    alloc::settle();
+    let cycle = cycle(&mut inc_world, plan, p);
+    let d3 = tally::dropped();
+    drops("incremental cycle", d3 - d2, garbage);
     if let Some(e) = &cycle.error {
         checks.push((false, format!("incremental: {e}")));
     }
     checks.extend(
-        stw_checks
+        stw_world
+            .checks(plan)
             .into_iter()
             .map(|(ok, m)| (ok, format!("stop-the-world: {m}"))),
     );
     checks.extend(
-        w.checks(plan)
+        inc_world
+            .checks(plan)
             .into_iter()
             .map(|(ok, m)| (ok, format!("incremental: {m}"))),
     );
@@ -287,7 +295,7 @@ fn measure<W: Stepped>(plan: &Plan, p: &Params) -> Outcome {
         ("mutator_ms", ms(cycle.mutator)),
         ("p99_vs_budget", quantile(&steps, 0.99) / ms(p.budget)),
     ];
-    extra.extend(w.extra());
+    extra.extend(inc_world.extra());
     Outcome::Ran(Run {
         values: vec![
             steps.len() as f64,
