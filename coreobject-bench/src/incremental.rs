@@ -4,36 +4,39 @@
 //!
 //! # Per repetition, per library
 //!
-//! 1. **Stop-the-world**: build the `world` (with [`world`]'s own builders,
-//!    from the same [`Plan`]), detach the same actors, and time one full
-//!    collection (coreobject `Heap::collect`, gc-arena `Arena::finish_cycle`),
-//!    exactly as the `world` workload does. Verified.
-//! 2. **Incremental**: build and detach a fresh world the same way, then run
-//!    frames until one whole cycle has completed. Each frame
+//! Two identical worlds are built with [`world`]'s own builders, from the
+//! same [`Plan`], and the same actors are detached from both; only then is
+//! either collected:
+//!
+//! 1. **Stop-the-world**: one full collection of the first world
+//!    (coreobject `Heap::collect`, gc-arena `Arena::finish_cycle`), timed as
+//!    the `world` workload times it.
+//! 2. **Incremental**: frames on the second world until one whole cycle has
+//!    completed. Each frame
 //!    * swaps `S` pairs of live actors between random levels (2 reference
 //!      writes per swap, through the library's write path: coreobject
 //!      `heap[level].refs[k] = actor`, gc-arena `Gc<RefLock<_>>::borrow_mut`,
 //!      i.e. `Gc::write`'s barrier). Every live object stays reachable, so
 //!      the expected garbage is unchanged; but an actor moved from a level
-//!      not yet traced into one already traced is lost unless the write
-//!      barrier re-greys that level, so the verification also checks the
-//!      barriers;
+//!      not yet traced into one already traced is lost (unless something
+//!      else still to be traced refers to it) if the write barrier does not
+//!      re-grey that level, so the verification also checks the barriers;
 //!    * then runs **one collector step** bounded by the budget `B`, timed
 //!      with `Instant` around the call (the mutator's writes are timed
 //!      apart, JSON only).
 //!
 //!    The same driver ([`cycle`]) runs both libraries; they differ only in
-//!    [`Stepped`]'s three methods.
-//! 3. **Verification**: exactly the detached objects were dropped during the
-//!    cycle (the `Tally` drop counter), none during the builds; coreobject
-//!    also checks its `CollectStats` and every handle (as in `world`), and
-//!    gc-arena that its live `Gc` count is the live object count.
+//!    the methods of [`Stepped`].
+//! 3. **Verification**, of both collections: exactly the detached objects
+//!    were dropped during each (the `Tally` drop counter), none during the
+//!    builds; coreobject also checks its `CollectStats` and every handle (as
+//!    in `world`), and gc-arena that its live `Gc` count is the live object
+//!    count.
 //!
 //! Reported per library and budget: steps, p50/p99/max step (nearest rank),
 //! the cycle total (sum of the steps), the stop-the-world collection of the
 //! same repetition, and cycle total / stop-the-world (per repetition, then
-//! the median). Both worlds are built before either is collected, the
-//! stop-the-world one first; before each measurement the allocator's fast
+//! the median). Before each of the two measurements the allocator's fast
 //! bins are consolidated ([`alloc::settle`]): otherwise the second
 //! collection pays, at its first large allocation, for coalescing the
 //! 200,000 small chunks (at 1M objects) the first one freed, which made

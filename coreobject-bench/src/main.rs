@@ -303,7 +303,8 @@ fn run_incremental(
             w.notes.extend([
                 format!(
                     "a frame: {swaps} swaps of live actors between random levels (2 reference writes each, through the write barrier), \
-                     then one collector step, timed alone; STW is the same repetition's full collection of an identical world"
+                     then one collector step, timed alone; STW is the same repetition's full collection of an identical world, \
+                     built alongside; the allocator's fast bins are consolidated before each of the two measurements"
                 ),
                 "coreobject: one Heap::tick with GcConfig::incremental = budget per step".into(),
                 format!(
