@@ -264,11 +264,15 @@ fn run_incremental(
         return Ok(Vec::new());
     }
     let s = Settings { peers, ..s.clone() };
-    let budgets = if a.budgets.is_empty() {
-        vec![1.0, 2.0, 5.0]
-    } else {
-        a.budgets.clone()
-    };
+    let mut budgets: Vec<f64> = Vec::new();
+    for &b in &a.budgets {
+        if !budgets.contains(&b) {
+            budgets.push(b);
+        }
+    }
+    if budgets.is_empty() {
+        budgets = vec![1.0, 2.0, 5.0];
+    }
     if let Some(b) = budgets.iter().find(|b| !(b.is_finite() && **b > 0.0)) {
         return Err(format!("--budgets: {b} is not a positive number of ms"));
     }
