@@ -28,7 +28,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coreobject::{AnyObj, Error, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent, Trigger};
+use coreobject::{
+    AnyObj, Error, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent, ResolveError, Trigger,
+};
 
 use crate::model::{
     Actor, Archetype, Asset, AssetKind, Component, ComponentKind, Level, Loadout, Package,
@@ -110,7 +112,7 @@ enum Grave {
 
 /// Whether `h`'s object has been freed: not just hidden as garbage, but gone.
 fn freed<T: Object>(heap: &Heap, h: Obj<T>) -> bool {
-    matches!(heap.try_get(h), Err(Error::Stale(_)))
+    matches!(heap.try_get(h), Err(ResolveError::Stale(_)))
         && heap.get_even_if_garbage(h).is_none()
         && heap.class_of(h).is_none()
 }
@@ -627,7 +629,7 @@ impl Sim {
                     self.counters.weak_checked += 1;
                     match self.heap.try_get(t) {
                         Ok(_) => targets.push(t),
-                        Err(Error::Garbage(_)) => {
+                        Err(ResolveError::Garbage(_)) => {
                             stale += 1;
                             self.counters.weak_stale_garbage += 1;
                         }
@@ -653,7 +655,7 @@ impl Sim {
 
                 if archetype.shoots() && self.rng.f64() < FIRE_CHANCE {
                     if let Some(&target) = targets.first() {
-                        self.fire(level, me, position, target.strong())?;
+                        self.fire(level, me, position, target.to_obj())?;
                     }
                 }
                 let equip = if self.rng.f64() < EQUIP_CHANCE {
@@ -840,5 +842,6 @@ pub fn trigger_name(t: Trigger) -> &'static str {
         Trigger::Interval => "interval",
         Trigger::ObjectCount => "object count",
         Trigger::Bytes => "bytes",
+        _ => "growth",
     }
 }
