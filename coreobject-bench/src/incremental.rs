@@ -176,6 +176,9 @@ trait Stepped: Sized {
 struct Cycle {
     /// Every step's duration (at least one).
     steps: Vec<Duration>,
+    /// Whether the thread was involuntarily switched out during each step
+    /// (all `false` where the count cannot be read).
+    preempted: Vec<bool>,
     /// The mutator's writes, in total.
     mutator: Duration,
     /// Why the cycle stopped before completing, if it did.
@@ -197,6 +200,7 @@ fn cycle<W: Stepped>(w: &mut W, plan: &Plan, p: &Params) -> Cycle {
     let mut swaps = Vec::with_capacity(p.swaps);
     let mut out = Cycle {
         steps: Vec::new(),
+        preempted: Vec::new(),
         mutator: Duration::ZERO,
         error: None,
     };
@@ -210,10 +214,14 @@ fn cycle<W: Stepped>(w: &mut W, plan: &Plan, p: &Params) -> Cycle {
         }
         let t0 = Instant::now();
         w.frame(&swaps);
+        let mutator = t0.elapsed();
+        let switches = involuntary_switches();
         let t1 = Instant::now();
         let done = w.step(p.budget);
         out.steps.push(t1.elapsed());
-        out.mutator += t1 - t0;
+        out.preempted
+            .push(matches!((switches, involuntary_switches()), (Some(a), Some(b)) if b > a));
+        out.mutator += mutator;
         match done {
             Ok(true) => return out,
             Ok(false) if out.steps.len() < MAX_STEPS => {}
@@ -227,6 +235,20 @@ fn cycle<W: Stepped>(w: &mut W, plan: &Plan, p: &Params) -> Cycle {
             }
         }
     }
+}
+
+/// How many times the OS has switched this thread out involuntarily (Linux:
+/// `/proc/thread-self/status`), read outside the timed steps: on a loaded
+/// machine a step the scheduler preempts takes a time slice longer (about
+/// 4 ms), whatever the collector does, so the JSON tells those steps apart.
+fn involuntary_switches() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The nearest-rank `q` quantile of sorted `xs`.
@@ -290,6 +312,13 @@ fn measure<W: Stepped>(plan: &Plan, p: &Params) -> Outcome {
 
     let mut steps: Vec<f64> = cycle.steps.iter().copied().map(ms).collect();
     let total: f64 = steps.iter().sum();
+    let mut clean: Vec<f64> = steps
+        .iter()
+        .zip(&cycle.preempted)
+        .filter(|&(_, &p)| !p)
+        .map(|(&t, _)| t)
+        .collect();
+    clean.sort_by(f64::total_cmp);
     steps.sort_by(f64::total_cmp);
     let stw = ms(stw);
     let mut extra = vec![
@@ -297,7 +326,17 @@ fn measure<W: Stepped>(plan: &Plan, p: &Params) -> Outcome {
         ("writes", (2 * p.swaps * cycle.steps.len()) as f64),
         ("mutator_ms", ms(cycle.mutator)),
         ("p99_vs_budget", quantile(&steps, 0.99) / ms(p.budget)),
+        (
+            "preempted_steps",
+            cycle.preempted.iter().filter(|&&p| p).count() as f64,
+        ),
     ];
+    if !clean.is_empty() {
+        extra.extend([
+            ("unpreempted_p99_ms", quantile(&clean, 0.99)),
+            ("unpreempted_max_ms", clean[clean.len() - 1]),
+        ]);
+    }
     extra.extend(inc_world.extra());
     Outcome::Ran(Run {
         values: vec![
@@ -323,6 +362,11 @@ struct CoWorld {
     started: bool,
     stats: Option<coreobject::CollectStats>,
     tick_time: Duration,
+    /// The longest `Tick::time` of the ticks that ended in the mark phase,
+    /// in the purge phase, and of the one that completed the cycle.
+    max_mark: Duration,
+    max_purge: Duration,
+    last: Duration,
 }
 
 impl Stepped for CoWorld {
@@ -344,6 +388,9 @@ impl Stepped for CoWorld {
             started: false,
             stats: None,
             tick_time: Duration::ZERO,
+            max_mark: Duration::ZERO,
+            max_purge: Duration::ZERO,
+            last: Duration::ZERO,
         }
     }
 
@@ -373,6 +420,13 @@ impl Stepped for CoWorld {
             return Err("a second cycle started before the first completed".into());
         }
         self.tick_time += tick.time;
+        if tick.completed.is_some() {
+            self.last = tick.time;
+        } else if tick.phase == coreobject::Phase::Mark {
+            self.max_mark = self.max_mark.max(tick.time);
+        } else if tick.phase == coreobject::Phase::Purge {
+            self.max_purge = self.max_purge.max(tick.time);
+        }
         match tick.completed {
             Some(stats) => {
                 self.stats = Some(stats);
@@ -390,7 +444,12 @@ impl Stepped for CoWorld {
     }
 
     fn extra(&self) -> Vec<(&'static str, f64)> {
-        let mut out = vec![("tick_time_ms", ms(self.tick_time))];
+        let mut out = vec![
+            ("tick_time_ms", ms(self.tick_time)),
+            ("max_mark_tick_ms", ms(self.max_mark)),
+            ("max_purge_tick_ms", ms(self.max_purge)),
+            ("last_tick_ms", ms(self.last)),
+        ];
         if let Some(s) = &self.stats {
             out.extend([
                 ("stats_slices", s.slices as f64),
@@ -495,6 +554,15 @@ fn budget_ms(w: &crate::harness::WorkloadResult) -> Option<f64> {
     param(w, "budget_ms")?.parse().ok()
 }
 
+/// The median of a peer's JSON-only figure `key`.
+fn extra_median(r: &crate::harness::PeerResult, key: &str) -> Option<f64> {
+    r.extra
+        .iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, v)| report::summarize(v))
+        .map(|s| s.median)
+}
+
 /// Prints one table for every budget's results: a row per budget and
 /// library, with the medians over repetitions.
 pub fn print_table(results: &[&crate::harness::WorkloadResult]) {
@@ -511,9 +579,13 @@ pub fn print_table(results: &[&crate::harness::WorkloadResult]) {
     println!();
     println!("== {NAME} ({})", params.join(", "));
     println!();
-    println!("  one whole cycle as frames of mutator writes + one collector step each; medians over repetitions");
     println!(
-        "  {:>6}  {:<11} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10} {:>5}  check",
+        "  one whole cycle as frames of mutator writes + one collector step each; medians over repetitions; \
+         preempted: steps during which the OS switched the thread out (a time slice, ~4 ms, lands in that step); \
+         p99 unpre: the p99 (ms) of the other steps"
+    );
+    println!(
+        "  {:>6}  {:<11} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>9} {:>5}  check",
         "budget",
         "peer",
         "steps",
@@ -524,6 +596,8 @@ pub fn print_table(results: &[&crate::harness::WorkloadResult]) {
         "STW ms",
         "cycle/STW",
         "p99/budget",
+        "preempted",
+        "p99 unpre",
         "reps"
     );
     for w in results {
@@ -532,13 +606,17 @@ pub fn print_table(results: &[&crate::harness::WorkloadResult]) {
             let med = |m: usize| report::summarize(&r.samples[m]).map(|s| s.median);
             let cell =
                 |m: usize, prec: usize| med(m).map_or("n/a".to_string(), |x| format!("{x:.prec$}"));
+            let preempted =
+                extra_median(r, "preempted_steps").map_or("n/a".to_string(), |x| format!("{x:.0}"));
+            let clean = extra_median(r, "unpreempted_p99_ms")
+                .map_or("n/a".to_string(), |x| format!("{x:.3}"));
             let status = match &r.status {
                 Status::Ok => "ok".to_string(),
                 Status::Failed(msg) => format!("FAILED: {msg}"),
                 Status::Na(why) => format!("n/a: {why}"),
             };
             println!(
-                "  {:>6}  {:<11} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10} {:>5}  {}",
+                "  {:>6}  {:<11} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>9} {:>5}  {}",
                 format!("{b} ms"),
                 r.peer.name(),
                 cell(STEPS, 0),
@@ -549,6 +627,8 @@ pub fn print_table(results: &[&crate::harness::WorkloadResult]) {
                 cell(STW, 2),
                 med(RATIO).map_or("n/a".to_string(), |x| format!("{x:.2}x")),
                 med(P99).map_or("n/a".to_string(), |x| format!("{:.2}x", x / b)),
+                preempted,
+                clean,
                 r.reps(),
                 status
             );
@@ -577,13 +657,23 @@ pub fn targets(
                 x.map_or("n/a".to_string(), |x| format!("{x:.2}x"))
             )
         };
+        let clean = |peer| {
+            w.ok(peer)
+                .and_then(|r| extra_median(r, "unpreempted_p99_ms"))
+                .map_or("n/a".to_string(), |x| format!("{:.2}x", x / b))
+        };
         out.push(Target {
             name: format!("incremental {b} ms: step p99 <= 1.05x budget"),
             measured: p99(Peer::CoreObject),
             limit: 1.05,
             unit: "x",
             at_target_size: at_size(w),
-            note: beside(p99(Peer::GcArena)),
+            note: format!(
+                "{}; unpreempted steps: coreobject {}, gc-arena {}",
+                beside(p99(Peer::GcArena)),
+                clean(Peer::CoreObject),
+                clean(Peer::GcArena)
+            ),
         });
         out.push(Target {
             name: format!("incremental {b} ms: cycle <= 1.25x own STW"),
