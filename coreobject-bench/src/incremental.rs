@@ -20,7 +20,10 @@
 //!      the expected garbage is unchanged; but an actor moved from a level
 //!      not yet traced into one already traced is lost (unless something
 //!      else still to be traced refers to it) if the write barrier does not
-//!      re-grey that level, so the verification also checks the barriers;
+//!      re-grey that level, so the verification also checks the barriers
+//!      (with gc-arena's writes made through a raw pointer instead, the
+//!      `--quick` run fails now and then at 4 swaps per frame, every time
+//!      at 100);
 //!    * then runs **one collector step** bounded by the budget `B`, timed
 //!      with `Instant` around the call (the mutator's writes are timed
 //!      apart, JSON only).
@@ -41,6 +44,14 @@
 //! collection pays, at its first large allocation, for coalescing the
 //! 200,000 small chunks (at 1M objects) the first one freed, which made
 //! whichever ran second about 1.3x slower.
+//!
+//! On a loaded machine the scheduler's time slices (about 4 ms) land in
+//! some steps whatever the collector does; the p99 then measures the
+//! machine. So each step also records whether the thread was switched out
+//! involuntarily during it (`/proc/thread-self/status`, read outside the
+//! timed region): the table shows how many were, and the p99 of the others
+//! (JSON: `preempted_steps`, `unpreempted_p99_ms`). The targets use the
+//! plain p99.
 //!
 //! # How each library takes a step
 //!
