@@ -86,3 +86,12 @@ pub fn live_bytes() -> isize {
 pub fn alloc_calls() -> u64 {
     ALLOCS.with(Cell::get)
 }
+
+/// Makes the system allocator settle the small chunks freed so far, so that
+/// the next measurement does not pay for what an earlier one freed: glibc
+/// malloc keeps freed small chunks in "fast bins" uncoalesced, and
+/// coalesces all of them at the next request of a large-bin size, such as
+/// this one (64 KiB, below the `mmap` threshold).
+pub fn settle() {
+    drop(std::hint::black_box(Vec::<u8>::with_capacity(64 << 10)));
+}

@@ -5,7 +5,7 @@
 //! prefetching, no per-object allocation) — all in one run.
 //!
 //! ```text
-//! coreobject-bench <world|weak|binary-trees|micro|all> [flags] [--quick]
+//! coreobject-bench <world|incremental|weak|binary-trees|micro|all> [flags] [--quick]
 //! ```
 //!
 //! # Workloads
@@ -17,6 +17,11 @@
 //!   vector of references (tree children first, then the random ones),
 //!   allocated once at its exact length, plus a zero-sized drop counter; see
 //!   the module docs.
+//! * [`incremental`]: the same world, collected as one whole incremental
+//!   cycle of frames (a few barriered writes, then one collector step bounded
+//!   by a budget of 1, 2 and 5 ms) by coreobject and gc-arena, beside each
+//!   one's stop-the-world collection of the same world: steps, p50/p99/max
+//!   step, cycle total.
 //! * [`weak`]: `M` random weak-handle resolves over `N` objects, 10% freed.
 //! * [`trees`] (`binary-trees`): the Benchmarks Game workload, checked
 //!   against the closed form `2^(d+1) - 1` nodes per tree.
@@ -44,6 +49,7 @@
 
 mod alloc;
 mod harness;
+mod incremental;
 mod micro;
 mod report;
 mod tally;
@@ -113,6 +119,9 @@ struct Common {
 enum Workload {
     /// World graph: build, detach a fraction, one full collection, memory.
     World(WorldArgs),
+    /// The world collected as one incremental cycle of budgeted steps
+    /// (coreobject and gc-arena), beside their stop-the-world collection.
+    Incremental(IncrementalArgs),
     /// Random weak-handle resolves with 10% of the objects freed.
     Weak(WeakArgs),
     /// The Benchmarks Game binary-trees.
@@ -137,6 +146,20 @@ struct WorldArgs {
     /// Random seed [default: 1].
     #[arg(long)]
     seed: Option<u64>,
+}
+
+#[derive(Args, Debug, Default)]
+struct IncrementalArgs {
+    #[command(flatten)]
+    world: WorldArgs,
+    /// Comma-separated step budgets in ms, one table row per budget and
+    /// library [default: 1,2,5].
+    #[arg(long, value_delimiter = ',')]
+    budgets: Vec<f64>,
+    /// Actor swaps between levels per frame, 2 barriered reference writes
+    /// each [default: 4].
+    #[arg(long)]
+    swaps: Option<usize>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -180,13 +203,17 @@ fn pick<T>(v: Option<T>, quick: bool, full: T, small: T) -> T {
     v.unwrap_or(if quick { small } else { full })
 }
 
-fn run_world(s: &Settings, quick: bool, a: &WorldArgs) -> Result<WorkloadResult, String> {
-    let p = world::Params {
+fn world_params(quick: bool, a: &WorldArgs) -> world::Params {
+    world::Params {
         objects: pick(a.objects, quick, 1_000_000, 100_000),
         edges: a.edges.unwrap_or(2),
         garbage_frac: a.garbage_frac.unwrap_or(0.10),
         seed: a.seed.unwrap_or(1),
-    };
+    }
+}
+
+fn run_world(s: &Settings, quick: bool, a: &WorldArgs) -> Result<WorkloadResult, String> {
+    let p = world_params(quick, a);
     let plan = world::Plan::new(&p)?;
     let mut w = harness::run_workload(
         s,
@@ -218,6 +245,81 @@ fn run_world(s: &Settings, quick: bool, a: &WorldArgs) -> Result<WorkloadResult,
             .into(),
     );
     Ok(w)
+}
+
+/// One workload per budget, on the peers of `settings` that collect
+/// incrementally (none: no workload).
+fn run_incremental(
+    s: &Settings,
+    quick: bool,
+    a: &IncrementalArgs,
+) -> Result<Vec<WorkloadResult>, String> {
+    let peers: Vec<Peer> = s
+        .peers
+        .iter()
+        .copied()
+        .filter(|p| incremental::PEERS.contains(p))
+        .collect();
+    if peers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let s = Settings { peers, ..s.clone() };
+    let mut budgets: Vec<f64> = Vec::new();
+    for &b in &a.budgets {
+        if !budgets.contains(&b) {
+            budgets.push(b);
+        }
+    }
+    if budgets.is_empty() {
+        budgets = vec![1.0, 2.0, 5.0];
+    }
+    if let Some(b) = budgets.iter().find(|b| !(b.is_finite() && **b > 0.0)) {
+        return Err(format!("--budgets: {b} is not a positive number of ms"));
+    }
+    let p = world_params(quick, &a.world);
+    let plan = world::Plan::new(&p)?;
+    let swaps = a.swaps.unwrap_or(4);
+    Ok(budgets
+        .iter()
+        .map(|&ms| {
+            let ip = incremental::Params {
+                budget: Duration::from_secs_f64(ms / 1e3),
+                swaps,
+                seed: p.seed,
+            };
+            let mut w = harness::run_workload(
+                &s,
+                &incremental::name(ms),
+                &incremental::PEERS,
+                vec![
+                    ("objects", plan.n.to_string()),
+                    ("edges", p.edges.to_string()),
+                    ("garbage_frac", p.garbage_frac.to_string()),
+                    ("seed", p.seed.to_string()),
+                    ("garbage", plan.garbage_count.to_string()),
+                    ("live", plan.live().to_string()),
+                    ("swaps_per_frame", swaps.to_string()),
+                    ("budget_ms", ms.to_string()),
+                ],
+                incremental::metrics(),
+                |peer| incremental::run(peer, &plan, &ip),
+            );
+            w.notes.extend([
+                format!(
+                    "a frame: {swaps} swaps of live actors between random levels (2 reference writes each, through the write barrier), \
+                     then one collector step, timed alone; STW is the same repetition's full collection of an identical world, \
+                     built alongside; the allocator's fast bins are consolidated before each of the two measurements"
+                ),
+                "coreobject: one Heap::tick with GcConfig::incremental = budget per step".into(),
+                format!(
+                    "gc-arena 0.7 (no time-bounded step): a step adds {} units of allocation debt (adjust_debt) and runs cycle_debt, \
+                     checking the clock between such chunks until the budget is used or the cycle is back to Sleeping",
+                    incremental::GA_CHUNK
+                ),
+            ]);
+            w
+        })
+        .collect())
 }
 
 fn run_weak(s: &Settings, quick: bool, a: &WeakArgs) -> Result<WorkloadResult, String> {
@@ -318,10 +420,13 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
     let ratio = |w: &WorkloadResult, m: usize, a: Peer, b: Peer| {
         Some(report::median_of(w, a, m)? / report::median_of(w, b, m)?)
     };
-    if let Some(w) = find("world") {
-        let at = param(w, "objects") == TARGET_WORLD_OBJECTS.to_string()
+    let at_world_size = |w: &WorkloadResult| {
+        param(w, "objects") == TARGET_WORLD_OBJECTS.to_string()
             && param(w, "edges") == "2"
-            && param(w, "garbage_frac") == "0.1";
+            && param(w, "garbage_frac") == "0.1"
+    };
+    if let Some(w) = find("world") {
+        let at = at_world_size(w);
         for other in [Peer::GcArena, Peer::SlotMap] {
             out.push(Target {
                 name: format!("world 1M collect >= 3x faster than {}", other.name()),
@@ -369,6 +474,7 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
             note: "coreobject / Box time".into(),
         });
     }
+    out.extend(incremental::targets(results, at_world_size));
     out
 }
 
@@ -378,6 +484,7 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
     let one = |r: Result<WorkloadResult, String>| r.map(|w| vec![w]);
     match &cli.workload {
         Workload::World(a) => one(run_world(settings, quick, a)),
+        Workload::Incremental(a) => run_incremental(settings, quick, a),
         Workload::Weak(a) => one(run_weak(settings, quick, a)),
         Workload::BinaryTrees(a) => one(run_trees(settings, quick, a)),
         Workload::Micro(a) => run_micro(settings, quick, a),
@@ -386,6 +493,11 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
             all.extend(one(run_weak(settings, quick, &WeakArgs::default()))?);
             all.extend(one(run_trees(settings, quick, &TreesArgs::default()))?);
             all.extend(run_micro(settings, quick, &MicroArgs::default())?);
+            all.extend(run_incremental(
+                settings,
+                quick,
+                &IncrementalArgs::default(),
+            )?);
             Ok(all)
         }
     }
@@ -494,10 +606,16 @@ fn main() -> ExitCode {
             }
         }
     }
+    let incremental_only = matches!(cli.workload, Workload::Incremental(_));
     let peers: Vec<Peer> = Peer::ALL
         .into_iter()
         .filter(|p| peers.is_empty() || peers.contains(p))
+        .filter(|p| !incremental_only || incremental::PEERS.contains(p))
         .collect();
+    if peers.is_empty() {
+        eprintln!("no peer to run: the incremental workload runs on coreobject and gc-arena only");
+        return ExitCode::from(2);
+    }
     let settings = Settings {
         reps: c.reps.unwrap_or(if c.quick { 3 } else { 5 }).max(1),
         budget: Duration::from_secs_f64(c.budget.unwrap_or(if c.quick { 0.5 } else { 1.0 })),
@@ -550,8 +668,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let mut printed_incremental = false;
     for w in &results {
-        report::print_workload(w);
+        if !incremental::is_incremental(w) {
+            report::print_workload(w);
+        } else if !printed_incremental {
+            printed_incremental = true;
+            let group: Vec<&WorkloadResult> = results
+                .iter()
+                .filter(|w| incremental::is_incremental(w))
+                .collect();
+            incremental::print_table(&group);
+        }
     }
     let targets = targets(&results);
     report::print_targets(&targets);

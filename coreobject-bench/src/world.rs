@@ -188,6 +188,14 @@ impl Plan {
             || !self.garbage[self.targets[self.offsets[level] as usize + pos] as usize]
     }
 
+    /// For level `level` (1..=64): how many of its children (actors) are
+    /// still live after the detach; they come first in its reference list.
+    pub fn kept_children(&self, level: usize) -> usize {
+        (0..self.children[level] as usize)
+            .filter(|&pos| self.level_keeps(level, pos))
+            .count()
+    }
+
     /// A `retain` predicate for level `level`'s reference list, in its
     /// original order: keeps exactly what [`level_keeps`](Self::level_keeps) keeps.
     pub fn detach_filter<T>(&self, level: usize) -> impl FnMut(&T) -> bool + '_ {
@@ -305,22 +313,26 @@ fn finish(plan: &Plan, m: Measured, mut checks: Vec<(bool, String)>) -> Outcome 
 
 /// A world object in coreobject.
 #[derive(coreobject::Object)]
-struct CoNode {
-    refs: Vec<coreobject::Obj<CoNode>>,
+pub struct CoNode {
+    /// Children, then random references.
+    pub refs: Vec<coreobject::Obj<CoNode>>,
     tally: Tally,
 }
 
-fn coreobject(plan: &Plan) -> Outcome {
-    use coreobject::{GcConfig, Heap, HeapConfig, Obj};
-    // Allocated before the memory snapshot: the harness's own handle list.
-    let mut handles: Vec<Obj<CoNode>> = Vec::with_capacity(plan.n);
+/// Builds `plan`'s world in a new heap with collector settings `gc`, pushing
+/// every object's handle onto `handles` (the caller allocates it, so that it
+/// stays out of the caller's memory snapshot), and roots the world object.
+pub fn co_build(
+    plan: &Plan,
+    gc: coreobject::GcConfig,
+    handles: &mut Vec<coreobject::Obj<CoNode>>,
+) -> coreobject::Heap {
+    use coreobject::{Heap, HeapConfig, Obj};
     let config = HeapConfig {
         max_objects: (plan.n as u32).max(HeapConfig::DEFAULT.max_objects),
-        gc: GcConfig::MANUAL,
+        gc,
         ..HeapConfig::DEFAULT
     };
-    let c0 = Counters::now();
-    let t0 = Instant::now();
     let mut heap = Heap::with_config(config).expect("heap config");
     for _ in 0..plan.n {
         handles.push(heap.create(CoNode {
@@ -333,31 +345,41 @@ fn coreobject(plan: &Plan) -> Outcome {
         heap.get_mut(h).expect("just created").refs = refs;
     }
     heap.add_to_root(handles[0]).expect("root");
-    let build = t0.elapsed();
-    let c1 = Counters::now();
+    heap
+}
 
-    let t1 = Instant::now();
-    let levels: Vec<Obj<CoNode>> = heap[handles[0]].refs[..LEVELS].to_vec();
-    for (l, &level) in levels.iter().enumerate() {
+/// The levels of a world built by [`co_build`] (`handles[0]` is the world).
+pub fn co_levels(
+    heap: &coreobject::Heap,
+    handles: &[coreobject::Obj<CoNode>],
+) -> Vec<coreobject::Obj<CoNode>> {
+    heap[handles[0]].refs[..LEVELS].to_vec()
+}
+
+/// Removes the garbage actors from their levels.
+pub fn co_detach(plan: &Plan, heap: &mut coreobject::Heap, handles: &[coreobject::Obj<CoNode>]) {
+    for (l, level) in co_levels(heap, handles).into_iter().enumerate() {
         heap.get_mut(level)
             .expect("level")
             .refs
             .retain(plan.detach_filter(l + 1));
     }
-    let detach = t1.elapsed();
+}
 
-    let t2 = Instant::now();
-    let stats = heap.collect().expect("collect");
-    let collect = t2.elapsed();
-    let c2 = Counters::now();
-
-    let mut wrong = 0usize;
-    for (i, &h) in handles.iter().enumerate() {
-        if heap.get(h).is_some() == plan.garbage[i] {
-            wrong += 1;
-        }
-    }
-    let checks = vec![
+/// coreobject's own checks after the collection that should have freed
+/// exactly the detached objects: its stats, every handle, the heap's length.
+pub fn co_checks(
+    plan: &Plan,
+    heap: &coreobject::Heap,
+    handles: &[coreobject::Obj<CoNode>],
+    stats: &coreobject::CollectStats,
+) -> Vec<(bool, String)> {
+    let wrong = handles
+        .iter()
+        .enumerate()
+        .filter(|&(i, &h)| heap.get(h).is_some() == plan.garbage[i])
+        .count();
+    vec![
         (
             stats.freed == plan.garbage_count,
             format!(
@@ -377,7 +399,28 @@ fn coreobject(plan: &Plan) -> Outcome {
             heap.len() == plan.live(),
             format!("heap.len() {} != {}", heap.len(), plan.live()),
         ),
-    ];
+    ]
+}
+
+fn coreobject(plan: &Plan) -> Outcome {
+    // Allocated before the memory snapshot: the harness's own handle list.
+    let mut handles: Vec<coreobject::Obj<CoNode>> = Vec::with_capacity(plan.n);
+    let c0 = Counters::now();
+    let t0 = Instant::now();
+    let mut heap = co_build(plan, coreobject::GcConfig::MANUAL, &mut handles);
+    let build = t0.elapsed();
+    let c1 = Counters::now();
+
+    let t1 = Instant::now();
+    co_detach(plan, &mut heap, &handles);
+    let detach = t1.elapsed();
+
+    let t2 = Instant::now();
+    let stats = heap.collect().expect("collect");
+    let collect = t2.elapsed();
+    let c2 = Counters::now();
+
+    let checks = co_checks(plan, &heap, &handles, &stats);
     let out = finish(
         plan,
         Measured::between([c0, c1, c2], build, detach, collect),
@@ -399,11 +442,13 @@ fn coreobject(plan: &Plan) -> Outcome {
 
 // ----- gc-arena ----------------------------------------------------------
 
-type GaRef<'gc> = GaGc<'gc, RefLock<GaNode<'gc>>>;
+/// A reference to a world object in gc-arena.
+pub type GaRef<'gc> = GaGc<'gc, RefLock<GaNode<'gc>>>;
 
 /// A world object in gc-arena.
-struct GaNode<'gc> {
-    refs: Vec<GaRef<'gc>>,
+pub struct GaNode<'gc> {
+    /// Children, then random references.
+    pub refs: Vec<GaRef<'gc>>,
     _tally: Tally,
 }
 
@@ -415,8 +460,9 @@ unsafe impl<'gc> Collect<'gc> for GaNode<'gc> {
 }
 
 /// The arena's root.
-struct GaRoot<'gc> {
-    world: Option<GaRef<'gc>>,
+pub struct GaRoot<'gc> {
+    /// The world object.
+    pub world: Option<GaRef<'gc>>,
 }
 
 // SAFETY: traces the one `Gc` it holds.
@@ -426,10 +472,12 @@ unsafe impl<'gc> Collect<'gc> for GaRoot<'gc> {
     }
 }
 
-fn gc_arena(plan: &Plan) -> Outcome {
-    let c0 = Counters::now();
-    let t0 = Instant::now();
-    let mut arena = Arena::<Rootable![GaRoot<'_>]>::new(|_| GaRoot { world: None });
+/// The world's arena in gc-arena.
+pub type GaArena = Arena<Rootable![GaRoot<'_>]>;
+
+/// Builds `plan`'s world in a new arena, rooted at the world object.
+pub fn ga_build(plan: &Plan) -> GaArena {
+    let mut arena = GaArena::new(|_| GaRoot { world: None });
     arena.mutate_root(|mc, root| {
         let mut handles: Vec<GaRef<'_>> = Vec::with_capacity(plan.n);
         for _ in 0..plan.n {
@@ -447,10 +495,11 @@ fn gc_arena(plan: &Plan) -> Outcome {
         }
         root.world = Some(handles[0]);
     });
-    let build = t0.elapsed();
-    let c1 = Counters::now();
+    arena
+}
 
-    let t1 = Instant::now();
+/// Removes the garbage actors from their levels (through the write barrier).
+pub fn ga_detach(plan: &Plan, arena: &GaArena) {
     arena.mutate(|mc, root| {
         let world = root.world.expect("world");
         let levels: Vec<GaRef<'_>> = world.borrow().refs[..LEVELS].to_vec();
@@ -458,6 +507,17 @@ fn gc_arena(plan: &Plan) -> Outcome {
             level.borrow_mut(mc).refs.retain(plan.detach_filter(l + 1));
         }
     });
+}
+
+fn gc_arena(plan: &Plan) -> Outcome {
+    let c0 = Counters::now();
+    let t0 = Instant::now();
+    let mut arena = ga_build(plan);
+    let build = t0.elapsed();
+    let c1 = Counters::now();
+
+    let t1 = Instant::now();
+    ga_detach(plan, &arena);
     let detach = t1.elapsed();
 
     let t2 = Instant::now();
