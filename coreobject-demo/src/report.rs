@@ -425,7 +425,7 @@ impl RunReport {
             &mut s,
             match self.settings.gc {
                 GcMode::Full => "pause p50 / p99 / max",
-                GcMode::Incremental => "per-cycle total p50 / p99 / max",
+                GcMode::Incremental => "cycle total p50 / p99 / max",
             },
             format!(
                 "{} / {} / {} (mean {}){}",
