@@ -233,7 +233,8 @@ pub struct Sim {
     /// Breaches of the tick protocol: a cycle that ended without reporting
     /// its stats, or ticks that never finished one.
     pub protocol_errors: Vec<String>,
-    /// Known-dead handles not yet covered by a started cycle.
+    /// Known-dead handles not yet checked (waiting for a cycle to start, or
+    /// for the one in flight to complete); none once the run is over.
     pub graves_pending: usize,
     rng: fastrand::Rng,
     assets: Assets,
