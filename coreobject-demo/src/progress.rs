@@ -23,6 +23,8 @@ pub struct GcSoFar {
     pub frames_with_gc: usize,
     /// Of those, frames over the budget.
     pub over_budget: usize,
+    /// Of those, frames over twice the budget.
+    pub over_double: usize,
     /// The longest collector time in a frame, in microseconds.
     pub max_us: f64,
     /// The collector's phase after the last tick.
@@ -37,6 +39,7 @@ impl Default for GcSoFar {
             cycles: 0,
             frames_with_gc: 0,
             over_budget: 0,
+            over_double: 0,
             max_us: 0.0,
             phase: "idle",
         }
@@ -51,6 +54,7 @@ impl GcSoFar {
         if f.gc_worked {
             self.frames_with_gc += 1;
             self.over_budget += usize::from(f.gc_us > self.budget_us);
+            self.over_double += usize::from(f.gc_us > 2.0 * self.budget_us);
             self.max_us = self.max_us.max(f.gc_us);
         }
     }
@@ -63,12 +67,13 @@ impl GcSoFar {
             GcMode::Full => String::new(),
         };
         format!(
-            "{} cycles{phase}; gc/frame max {}, {} of {} over {}",
+            "{} cycles{phase}; gc/frame max {}, {} of {} over {} ({} over twice)",
             self.cycles,
             ms(self.max_us),
             self.over_budget,
             self.frames_with_gc,
-            ms(self.budget_us)
+            ms(self.budget_us),
+            self.over_double
         )
     }
 }

@@ -67,6 +67,9 @@ pub struct CycleShape {
     /// The longest slice of any cycle (`CollectStats::max_slice`), in
     /// microseconds.
     pub max_slice_us: f64,
+    /// Cycles the collector finished at once because allocation outpaced
+    /// them (`CollectStats::forced`).
+    pub forced: usize,
 }
 
 impl CycleShape {
@@ -86,6 +89,7 @@ impl CycleShape {
             frames_mean: cycles.iter().map(|c| f64::from(frames(c))).sum::<f64>() / n,
             frames_max: cycles.iter().map(|c| frames(c)).max().unwrap_or(0),
             max_slice_us: cycles.iter().map(|c| c.max_slice_us).fold(0.0, f64::max),
+            forced: cycles.iter().filter(|c| c.forced).count(),
         }
     }
 }
@@ -412,12 +416,14 @@ impl RunReport {
                 &mut s,
                 "cycle length",
                 format!(
-                    "{:.1} slices mean, {} max; {:.1} frames mean, {} max; longest slice {}",
+                    "{:.1} slices mean, {} max; {:.1} frames mean, {} max; longest slice {}; \
+                     {} forced to finish",
                     shape.slices_mean,
                     shape.slices_max,
                     shape.frames_mean,
                     shape.frames_max,
-                    ms(shape.max_slice_us)
+                    ms(shape.max_slice_us),
+                    shape.forced
                 ),
             );
         }
@@ -456,10 +462,11 @@ impl RunReport {
             &mut s,
             "frames over budget",
             format!(
-                "{} of {} frames with GC work (budget {})",
+                "{} of {} frames with GC work (budget {}); {} over twice the budget",
                 g.frames_over_budget,
                 g.frames_with_gc,
-                ms(g.budget_us)
+                ms(g.budget_us),
+                g.frames_over_double_budget
             ),
         );
         let peak = &self.peak_memory;

@@ -121,6 +121,12 @@ pub struct CollectionRecord {
     pub slices: usize,
     /// The longest slice (`CollectStats::max_slice`), in microseconds.
     pub max_slice_us: f64,
+    /// Whether allocation outpaced the budgeted cycle and the collector
+    /// finished it at once, unbudgeted (`CollectStats::forced`).
+    pub forced: bool,
+    /// Objects created while the cycle was in flight (`CollectStats::born`;
+    /// all survive it).
+    pub born: usize,
     /// Gathering roots and marking, in microseconds.
     pub mark_us: f64,
     /// Finding unreachable objects and `begin_destroy`, in microseconds.
@@ -199,8 +205,13 @@ pub struct GcPerFrame {
     pub max_us: f64,
     /// Mean.
     pub mean_us: f64,
-    /// Frames whose collector time exceeded the budget.
+    /// Frames whose collector time exceeded the budget (by any amount: a
+    /// slice checks its deadline every few hundred objects, so a few tens of
+    /// microseconds over is common).
     pub frames_over_budget: usize,
+    /// Frames whose collector time exceeded twice the budget: real misses,
+    /// not the deadline's granularity.
+    pub frames_over_double_budget: usize,
 }
 
 impl GcPerFrame {
@@ -220,6 +231,7 @@ impl GcPerFrame {
             max_us: p.max_us,
             mean_us: p.mean_us,
             frames_over_budget: samples.iter().filter(|&&t| t > budget_us).count(),
+            frames_over_double_budget: samples.iter().filter(|&&t| t > 2.0 * budget_us).count(),
         }
     }
 }
@@ -293,6 +305,7 @@ mod tests {
         let g = GcPerFrame::of(&frames, 2000.0);
         assert_eq!(g.frames_with_gc, 3);
         assert_eq!(g.frames_over_budget, 1);
+        assert_eq!(g.frames_over_double_budget, 0);
         assert_eq!((g.p50_us, g.max_us), (1500.0, 2500.0));
     }
 

@@ -37,8 +37,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use coreobject::{
-    AnyObj, CollectStats, Error, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent, Phase, Tick,
-    Trigger,
+    AnyObj, CollectStats, Error, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent, Phase,
+    ResolveError, Tick, Trigger,
 };
 use serde::Serialize;
 
@@ -186,7 +186,7 @@ enum Grave {
 
 /// Whether `h`'s object has been freed: not just hidden as garbage, but gone.
 fn freed<T: Object>(heap: &Heap, h: Obj<T>) -> bool {
-    matches!(heap.try_get(h), Err(Error::Stale(_)))
+    matches!(heap.try_get(h), Err(ResolveError::Stale(_)))
         && heap.get_even_if_garbage(h).is_none()
         && heap.class_of(h).is_none()
 }
@@ -845,7 +845,7 @@ impl Sim {
                     self.counters.weak_checked += 1;
                     match self.heap.try_get(t) {
                         Ok(_) => targets.push(t),
-                        Err(Error::Garbage(_)) => {
+                        Err(ResolveError::Garbage(_)) => {
                             stale += 1;
                             self.counters.weak_stale_garbage += 1;
                         }
@@ -871,7 +871,7 @@ impl Sim {
 
                 if archetype.shoots() && self.rng.f64() < FIRE_CHANCE {
                     if let Some(&target) = targets.first() {
-                        self.fire(level, me, position, target.strong())?;
+                        self.fire(level, me, position, target.to_obj())?;
                     }
                 }
                 let equip = if self.rng.f64() < EQUIP_CHANCE {
@@ -1042,6 +1042,8 @@ fn collection_record(frame: u32, cycle: Cycle, s: &CollectStats) -> CollectionRe
         total_us: micros(s.total),
         slices: s.slices,
         max_slice_us: micros(s.max_slice),
+        forced: s.forced,
+        born: s.born,
         mark_us: micros(s.mark),
         sweep_us: micros(s.sweep),
         destroy_us: micros(s.destroy),
@@ -1060,6 +1062,7 @@ pub fn phase_name(p: Phase) -> &'static str {
         Phase::Idle => "idle",
         Phase::Mark => "mark",
         Phase::Purge => "purge",
+        _ => "other",
     }
 }
 
@@ -1071,6 +1074,7 @@ pub fn trigger_name(t: Trigger) -> &'static str {
         Trigger::Interval => "interval",
         Trigger::ObjectCount => "object count",
         Trigger::Bytes => "bytes",
+        _ => "growth",
     }
 }
 

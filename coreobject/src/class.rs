@@ -20,7 +20,8 @@ use std::any::{Any, TypeId};
 use std::fmt;
 use std::ptr::NonNull;
 
-use crate::gc::{DestroyCx, Marker};
+use crate::gc::Marker;
+use crate::lifecycle::{DestroyCx, Lifecycle};
 use crate::object::{Header, ObjBox};
 use crate::trace::{RefKind, Trace, Visitor};
 
@@ -40,54 +41,6 @@ use crate::trace::{RefKind, Trace, Visitor};
 pub trait Object: Trace + Lifecycle + Send + Sync + 'static {
     /// The class of this type.
     fn class() -> &'static Class;
-}
-
-/// Destruction hooks, in Unreal's order (`BeginDestroy`,
-/// `IsReadyForFinishDestroy`, `FinishDestroy`).
-///
-/// The collector calls `begin_destroy` on every unreachable object, then,
-/// once `is_ready_for_finish_destroy` says so (it is polled on later
-/// collections and ticks), `finish_destroy`, then runs the delete listeners,
-/// frees the slot and drops the value. Derive `Object` with
-/// `#[object(lifecycle)]` to write these yourself.
-///
-/// The hooks may read other objects through the [`DestroyCx`], unreachable
-/// ones included, but cannot reach the heap mutably, so they cannot resurrect
-/// anything. A panic in a hook does not stop the collection: the object is
-/// destroyed as if the hook had returned, the sweep completes, and the panic
-/// is then resumed from [`Heap::collect`](crate::Heap::collect).
-///
-/// ```
-/// use coreobject::{DestroyCx, Heap, Lifecycle, Object};
-/// use std::sync::atomic::{AtomicUsize, Ordering};
-/// static CLOSED: AtomicUsize = AtomicUsize::new(0);
-///
-/// #[derive(Object)]
-/// #[object(lifecycle)]
-/// struct File { fd: i32 }
-/// impl Lifecycle for File {
-///     fn begin_destroy(&mut self, _cx: &DestroyCx<'_>) { CLOSED.fetch_add(1, Ordering::SeqCst); }
-/// }
-/// let mut heap = Heap::new();
-/// heap.create(File { fd: 3 });
-/// heap.collect().unwrap();
-/// assert_eq!(CLOSED.load(Ordering::SeqCst), 1);
-/// ```
-pub trait Lifecycle {
-    /// Whether the type overrides any hook. The empty implementation that
-    /// `#[derive(Object)]` writes sets it to `false`, and the collector then
-    /// skips the three calls (and the memory they touch) for each dying
-    /// object. Leave it at `true` when you write hooks.
-    const HAS_HOOKS: bool = true;
-
-    /// First hook: release what can be released at once.
-    fn begin_destroy(&mut self, _cx: &DestroyCx<'_>) {}
-    /// Polled until it returns `true` (for work still in flight).
-    fn is_ready_for_finish_destroy(&mut self) -> bool {
-        true
-    }
-    /// Last hook before the delete listeners run and the value is dropped.
-    fn finish_destroy(&mut self, _cx: &DestroyCx<'_>) {}
 }
 
 /// One reflected field of a class (Unreal's `FProperty`).

@@ -75,10 +75,22 @@ pub struct GcConfig {
     pub bytes_threshold: Option<usize>,
     /// Collect on every tick (for debugging).
     pub every_frame: bool,
+    /// Collect when the objects the collector considers have grown by this
+    /// factor since the last cycle's survivors (Lua's pause, gc-arena's
+    /// pacing): 2.0 collects each time the heap doubles. Must be above 1.
+    pub growth: Option<f64>,
+    /// With [`growth`](Self::growth): never collect below this many objects.
+    pub growth_floor: usize,
     /// Incremental collection: the time budget of each [`Heap::tick`](crate::Heap::tick)'s
     /// slice (Unreal's `gc.IncrementalReachabilityTimeLimit` and
     /// `gc.IncrementalGCTimePerFrame`). `None` collects stop-the-world.
     pub incremental: Option<Duration>,
+    /// Incremental collection: when objects created during a cycle exceed
+    /// this multiple of the objects alive at its start, the next tick
+    /// finishes the cycle at once (Unreal's rule when a new collection is
+    /// due while one is pending), bounding peak memory at about
+    /// `(1 + incremental_debt)` times the live heap. `None` never forces.
+    pub incremental_debt: Option<f64>,
     /// Warn (through `tracing`) when an object has waited this long for
     /// `is_ready_for_finish_destroy`.
     pub finish_destroy_timeout: Duration,
@@ -91,7 +103,10 @@ impl GcConfig {
         object_threshold: None,
         bytes_threshold: None,
         every_frame: false,
+        growth: None,
+        growth_floor: 1024,
         incremental: None,
+        incremental_debt: Some(1.0),
         finish_destroy_timeout: Duration::from_secs(5),
     };
 
@@ -106,6 +121,20 @@ impl GcConfig {
         every_frame: true,
         ..GcConfig::DEFAULT
     };
+}
+
+impl GcConfig {
+    /// Checks the settings a heap refuses.
+    pub fn validate(&self) -> Result<(), crate::error::ConfigError> {
+        use crate::error::ConfigError;
+        if self.incremental == Some(Duration::ZERO) {
+            return Err(ConfigError::ZeroBudget);
+        }
+        if self.growth.is_some_and(|g| g.is_nan() || g <= 1.0) {
+            return Err(ConfigError::Growth);
+        }
+        Ok(())
+    }
 }
 
 impl Default for GcConfig {

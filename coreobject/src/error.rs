@@ -1,23 +1,25 @@
-//! The one error type.
+//! Error types: [`ResolveError`] for a handle that does not resolve, wrapped
+//! by the heap-wide [`Error`], with [`PoolError`] and [`ConfigError`] for
+//! the disregard-for-GC pool and heap settings.
 
 use std::fmt;
 
 use crate::handle::AnyObj;
 
-/// Everything that can go wrong when using a [`Heap`](crate::Heap).
+/// Why a handle does not resolve.
 ///
 /// ```
-/// use coreobject::{Error, Heap, Object};
+/// use coreobject::{Heap, Object, ResolveError};
 /// #[derive(Object, Default)]
 /// struct Rock;
 /// let mut heap = Heap::new();
 /// let h = heap.create(Rock);
 /// heap.collect().unwrap();
-/// assert!(matches!(heap.try_get(h), Err(Error::Stale(_))));
+/// assert_eq!(heap.try_get(h).err(), Some(ResolveError::Stale(h.any())));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum ResolveError {
     /// The handle's object was freed (its slot may since hold another one).
     #[error("stale handle {0:?}: its object was freed")]
     Stale(AnyObj),
@@ -46,6 +48,66 @@ pub enum Error {
         /// The object's class.
         actual: &'static str,
     },
+}
+
+/// Why the disregard-for-GC pool refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PoolError {
+    /// `HeapConfig::disregard_pool_size` is 0, or the pool was disabled.
+    #[error(
+        "the pool has no room (HeapConfig::disregard_pool_size is 0, or the pool was disabled)"
+    )]
+    NoRoom,
+    /// Slots outside the pool were used before it was opened.
+    #[error("slots outside the pool have been used; open the pool before creating other objects")]
+    SlotsUsed,
+    /// Every pool slot is taken.
+    #[error("the pool is full")]
+    Full,
+    /// `create_at` while the pool is open would interleave pool and ordinary slots.
+    #[error("create_at is refused while the pool is open: permanent and ordinary objects never interleave")]
+    CreateAtWhileOpen,
+}
+
+/// A [`HeapConfig`](crate::HeapConfig) value out of range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `max_objects` is 0 or above 2^31.
+    #[error("max_objects must be in 1..=2^31")]
+    MaxObjects,
+    /// `generation_bits` is 0 or above 22.
+    #[error("generation_bits must be in 1..=22")]
+    GenerationBits,
+    /// The pool is larger than the table.
+    #[error("disregard_pool_size exceeds max_objects")]
+    PoolSize,
+    /// A zero incremental budget.
+    #[error("GcConfig::incremental must be a non-zero budget")]
+    ZeroBudget,
+    /// A growth factor not above 1.
+    #[error("GcConfig::growth must be above 1.0")]
+    Growth,
+}
+
+/// Everything that can go wrong when using a [`Heap`](crate::Heap).
+///
+/// ```
+/// use coreobject::{Error, Heap, Object, ResolveError};
+/// #[derive(Object, Default)]
+/// struct Rock;
+/// let mut heap = Heap::new();
+/// let h = heap.create(Rock);
+/// heap.collect().unwrap();
+/// assert_eq!(heap.add_to_root(h), Err(Error::Resolve(ResolveError::Stale(h.any()))));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A handle does not resolve.
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
     /// The object cap is reached.
     #[error("{0}")]
     CapReached(CapReport),
@@ -75,7 +137,7 @@ pub enum Error {
     Permanent(AnyObj),
     /// The disregard-for-GC pool cannot do that now.
     #[error("disregard-for-GC pool: {0}")]
-    DisregardPool(&'static str),
+    DisregardPool(#[from] PoolError),
     /// The collector is disabled.
     #[error("garbage collection is disabled (Heap::set_enabled(false))")]
     GcDisabled,
@@ -87,7 +149,7 @@ pub enum Error {
     },
     /// A [`HeapConfig`](crate::HeapConfig) value is out of range.
     #[error("invalid heap config: {0}")]
-    Config(&'static str),
+    Config(#[from] ConfigError),
 }
 
 /// What [`Error::CapReached`] reports: the cap and the classes filling it

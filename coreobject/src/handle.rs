@@ -274,7 +274,7 @@ typed_handle!(Obj);
 typed_handle!(Weak);
 
 impl<T> Weak<T> {
-    /// Views this weak handle as a strong one. Resolving it still checks that
+    /// The same handle as an [`Obj<T>`], unchecked. Resolving it still checks that
     /// the object is alive; see also [`Heap::upgrade`](crate::Heap::upgrade).
     ///
     /// ```
@@ -282,10 +282,10 @@ impl<T> Weak<T> {
     /// # #[derive(Object, Default)] struct Rock;
     /// let heap = Heap::new();
     /// let h = heap.create(Rock);
-    /// assert_eq!(h.downgrade().strong(), h);
+    /// assert_eq!(h.downgrade().to_obj(), h);
     /// ```
     #[inline]
-    pub const fn strong(self) -> Obj<T> {
+    pub const fn to_obj(self) -> Obj<T> {
         Obj {
             raw: self.raw,
             _t: PhantomData,

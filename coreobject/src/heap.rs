@@ -10,36 +10,24 @@ use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::{Index, IndexMut};
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
+use crate::array::{flags, ObjectArray, ObjectRef, Pool};
 use crate::class::{Class, Object};
-use crate::config::HeapConfig;
-use crate::error::{CapReport, Error};
-use crate::gc::Collector;
+use crate::config::{GcConfig, HeapConfig};
+use crate::error::{CapReport, ConfigError, Error, PoolError, ResolveError};
+use crate::gc::debug::{MemoryReport, RefChain, Reports};
+use crate::gc::{CollectStats, Collector, GcTotals, Phase, PreCollect, Stage, Tick, Trigger};
 use crate::handle::{AnyObj, Handle, Obj, Weak};
-use crate::item::{flags, Item, RETIRED};
+use crate::lifecycle::Caught;
 use crate::listener::{CreateListener, DeleteListener, HookId, Listeners, ObjectEvent};
 use crate::names::Names;
-use crate::object::{Header, ObjBox};
 use crate::referencer::Referencer;
-use crate::serial::{self, TagLease};
+use crate::serial;
 use crate::strong::StrongObj;
-use crate::table::Table;
-
-/// State of the disregard-for-GC pool.
-#[derive(Debug, Default)]
-pub(crate) struct Pool {
-    /// Objects created now go into the pool (while their index fits).
-    pub(crate) open: bool,
-    /// Indices below this may hold pool objects.
-    pub(crate) capacity: u32,
-    /// First index the collector considers (Unreal's `ObjFirstGCIndex`).
-    pub(crate) end: u32,
-}
 
 /// An object heap: the object table, its collector and everything registered
 /// with it. See the [crate docs](crate) for a tour.
@@ -59,20 +47,13 @@ pub(crate) struct Pool {
 /// assert_eq!(heap[heap[b].next.unwrap()].value, 1);
 /// ```
 pub struct Heap {
-    pub(crate) table: Table,
-    pub(crate) lease: TagLease,
+    array: ObjectArray,
     config: HeapConfig,
-    pub(crate) pool: Pool,
-    /// Indices that may be roots (`ROOT` flag or non-zero ref count).
-    pub(crate) root_candidates: Mutex<Vec<u32>>,
-    pub(crate) names: RwLock<Names>,
-    pub(crate) listeners: Listeners,
-    pub(crate) referencers: Vec<(HookId, Arc<dyn Referencer>)>,
+    names: RwLock<Names>,
+    listeners: Listeners,
+    referencers: Vec<(HookId, Arc<dyn Referencer>)>,
     defaults: RwLock<HashMap<TypeId, AnyObj>>,
-    pub(crate) bytes_since_gc: AtomicUsize,
-    /// Slots retired because their generation counter ran out.
-    pub(crate) retired: u32,
-    pub(crate) gc: Collector,
+    gc: Collector,
     next_hook: u64,
 }
 
@@ -85,14 +66,15 @@ impl Default for Heap {
 impl fmt::Debug for Heap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Heap")
-            .field("tag", &self.lease.tag)
+            .field("tag", &self.array.tag())
             .field("live", &self.len())
-            .field("cap", &self.table.cap())
+            .field("cap", &self.array.cap())
             .finish_non_exhaustive()
     }
 }
 
 /// Counts describing the object table.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TableStats {
     /// Objects allocated (live, garbage or awaiting destruction).
@@ -125,6 +107,7 @@ pub struct TableStats {
 /// assert_eq!(heap.find_path("World.Level_3"), Some(lvl.any()));
 /// ```
 #[must_use = "call .create() to make the object"]
+#[derive(Debug)]
 pub struct Spawn<'h, T: Object> {
     heap: &'h Heap,
     value: T,
@@ -184,30 +167,27 @@ impl Heap {
     /// ```
     pub fn with_config(config: HeapConfig) -> Result<Heap, Error> {
         if config.max_objects == 0 || config.max_objects > 1 << 31 {
-            return Err(Error::Config("max_objects must be in 1..=2^31"));
+            return Err(ConfigError::MaxObjects.into());
         }
         if config.generation_bits == 0 || config.generation_bits > serial::GENERATION_BITS {
-            return Err(Error::Config("generation_bits must be in 1..=22"));
+            return Err(ConfigError::GenerationBits.into());
         }
         if config.disregard_pool_size > config.max_objects {
-            return Err(Error::Config("disregard_pool_size exceeds max_objects"));
+            return Err(ConfigError::PoolSize.into());
         }
+        config.gc.validate()?;
         let lease = serial::acquire(config.generation_bits)?;
         Ok(Heap {
-            table: Table::new(config.max_objects, config.preallocate),
-            lease,
-            pool: Pool {
-                open: false,
-                capacity: config.disregard_pool_size,
-                end: 0,
-            },
-            root_candidates: Mutex::new(Vec::new()),
+            array: ObjectArray::new(
+                config.max_objects,
+                config.preallocate,
+                config.disregard_pool_size,
+                lease,
+            ),
             names: RwLock::new(Names::default()),
             listeners: Listeners::default(),
             referencers: Vec::new(),
             defaults: RwLock::new(HashMap::new()),
-            bytes_since_gc: AtomicUsize::new(0),
-            retired: 0,
             gc: Collector::new(config.gc.clone()),
             config,
             next_hook: 1,
@@ -222,15 +202,15 @@ impl Heap {
 
     /// The object cap.
     pub fn max_objects(&self) -> u32 {
-        self.table.cap()
+        self.array.cap()
     }
 
     /// This heap's tag: the high bits of every serial it hands out.
     pub fn tag(&self) -> u32 {
-        self.lease.tag
+        self.array.tag()
     }
 
-    pub(crate) fn next_hook_id(&mut self) -> HookId {
+    fn next_hook_id(&mut self) -> HookId {
         self.next_hook += 1;
         HookId(self.next_hook)
     }
@@ -273,7 +253,7 @@ impl Heap {
     /// ```
     #[inline]
     pub fn try_create<T: Object>(&self, value: T) -> Result<Obj<T>, Error> {
-        match self.table.reserve() {
+        match self.array.reserve() {
             Some(index) => Ok(self.publish(index, value, None)),
             None => Err(self.cap_error()),
         }
@@ -297,10 +277,10 @@ impl Heap {
         name: Option<&str>,
     ) -> Result<Obj<T>, Error> {
         if let Some(o) = outer {
-            self.lookup(o, flags::DEAD)?;
+            self.array.lookup(o, flags::DEAD)?;
         }
         let Some(name) = name else {
-            let index = self.table.reserve().ok_or_else(|| self.cap_error())?;
+            let index = self.array.reserve().ok_or_else(|| self.cap_error())?;
             return Ok(self.publish(index, value, outer));
         };
         Names::check(name)?;
@@ -311,7 +291,7 @@ impl Heap {
                 name: name.to_string(),
             });
         }
-        let index = match self.table.reserve() {
+        let index = match self.array.reserve() {
             Some(i) => i,
             None => {
                 drop(names);
@@ -338,16 +318,10 @@ impl Heap {
     /// assert_eq!(heap.create_at(40, Prop).unwrap_err(), Error::IndexTaken(40));
     /// ```
     pub fn create_at<T: Object>(&mut self, index: u32, value: T) -> Result<Obj<T>, Error> {
-        self.table.sync();
-        if index >= self.table.cap() {
-            return Err(Error::IndexPastCap {
-                index,
-                cap: self.table.cap(),
-            });
+        if self.array.pool().open {
+            return Err(PoolError::CreateAtWhileOpen.into());
         }
-        if index < self.pool.end || !self.table.claim(index) {
-            return Err(Error::IndexTaken(index));
-        }
+        self.array.claim(index)?;
         Ok(self.publish(index, value, None))
     }
 
@@ -363,43 +337,15 @@ impl Heap {
     /// Fills a reserved slot. The caller owns `index` exclusively.
     #[inline]
     fn publish_quiet<T: Object>(&self, index: u32, value: T, outer: Option<AnyObj>) -> Obj<T> {
-        let item = self.table.chunks.at(index);
-        let old = item.serial.load(Ordering::Relaxed);
-        // A fresh slot starts at the tag's floor; a reused one already carries
-        // the generation its last free bumped it to.
-        let serial = if old == 0 {
-            serial::make(self.lease.tag, self.lease.floor)
-        } else {
-            old
-        };
-        debug_assert_ne!(old, RETIRED, "retired slot handed out");
-        let mut f = if T::HAS_HOOKS { flags::HOOKS } else { 0 };
-        if self.pool.open && index < self.pool.capacity {
-            f |= flags::DISREGARD;
-        }
-        item.flags.store(f, Ordering::Relaxed);
-        item.cluster_root.store(0, Ordering::Relaxed);
-        item.object
-            .store(ObjBox::alloc(value, outer).as_ptr(), Ordering::Release);
-        item.serial.store(serial, Ordering::Release);
-        if self.gc.config.bytes_threshold.is_some() {
-            self.bytes_since_gc
-                .fetch_add(T::class().size(), Ordering::Relaxed);
-        }
-        // Not unsafe: the serial is non-zero because the tag is non-zero.
-        AnyObj::new(
-            index,
-            std::num::NonZeroU32::new(serial).expect("tag is never 0"),
-        )
-        .assume()
+        self.gc.note_alloc(T::class().size());
+        self.array.fill(index, value, outer, self.gc.birth_flags())
     }
 
     fn notify_create(&self, obj: AnyObj) {
-        if let Ok(p) = self.lookup(obj, 0) {
+        if let Ok(header) = self.array.header(obj, 0) {
             let event = ObjectEvent {
                 object: obj,
-                // SAFETY: `p` is a live header (just looked up under `&self`).
-                class: unsafe { p.as_ref() }.class,
+                class: header.class,
             };
             for (_, l) in &self.listeners.create {
                 l.on_create(&event);
@@ -410,65 +356,12 @@ impl Heap {
     #[cold]
     fn cap_error(&self) -> Error {
         Error::CapReached(CapReport {
-            cap: self.table.cap(),
-            by_class: self.class_counts(),
+            cap: self.array.cap(),
+            by_class: self.array.class_counts(),
         })
     }
 
     // ----- resolution -------------------------------------------------------
-
-    /// Finds a handle's live header, hiding objects whose flags meet `hidden`.
-    #[inline(always)]
-    pub(crate) fn lookup(&self, h: AnyObj, hidden: u32) -> Result<NonNull<Header>, Error> {
-        let Some(item) = self.table.item(h.index()) else {
-            return Err(self.miss(h));
-        };
-        if item.serial() != h.serial() {
-            return Err(self.miss(h));
-        }
-        let Some(p) = item.object() else {
-            return Err(self.miss(h));
-        };
-        if item.flags() & hidden != 0 {
-            return Err(Error::Garbage(h));
-        }
-        Ok(p)
-    }
-
-    #[cold]
-    fn miss(&self, h: AnyObj) -> Error {
-        let t = serial::tag(h.serial());
-        // Every slot of this heap starts at its lease's floor: a generation
-        // below it was issued by an earlier heap that held the same tag.
-        if t != self.lease.tag || serial::generation(h.serial()) < self.lease.floor {
-            Error::Foreign {
-                handle: h,
-                handle_heap: t,
-                this_heap: self.lease.tag,
-            }
-        } else {
-            Error::Stale(h)
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn typed<T: Object>(
-        &self,
-        h: AnyObj,
-        hidden: u32,
-    ) -> Result<NonNull<Header>, Error> {
-        let p = self.lookup(h, hidden)?;
-        // SAFETY: `p` is a live header; reading its class is a shared read.
-        let class = unsafe { p.as_ref() }.class;
-        if !class.is::<T>() {
-            return Err(Error::WrongClass {
-                handle: h,
-                expected: T::class().name(),
-                actual: class.name(),
-            });
-        }
-        Ok(p)
-    }
 
     /// Resolves a handle: `None` if the object is gone, garbage, of another
     /// class, or the handle is from another heap.
@@ -488,30 +381,25 @@ impl Heap {
     where
         H::Target: Object,
     {
-        let p = self.typed::<H::Target>(h.any_obj(), flags::DEAD).ok()?;
-        // SAFETY: `p` heads a live ObjBox<Target> (class checked), and it cannot be
-        // freed or mutably borrowed while `&self` is borrowed.
-        Some(unsafe { ObjBox::<H::Target>::value(p) })
+        self.array.resolve(h.any_obj(), flags::DEAD).ok()
     }
 
     /// Like [`get`](Self::get), but says why a handle does not resolve.
     ///
     /// ```
-    /// # use coreobject::{Error, Heap, Object};
+    /// # use coreobject::{Heap, Object, ResolveError};
     /// # #[derive(Object, Default)] struct Coin;
     /// let a = Heap::new();
     /// let b = Heap::new();
     /// let c = a.create(Coin);
-    /// assert!(matches!(b.try_get(c), Err(Error::Foreign { .. })));
+    /// assert!(matches!(b.try_get(c), Err(ResolveError::Foreign { .. })));
     /// ```
     #[inline]
-    pub fn try_get<H: Handle>(&self, h: H) -> Result<&H::Target, Error>
+    pub fn try_get<H: Handle>(&self, h: H) -> Result<&H::Target, ResolveError>
     where
         H::Target: Object,
     {
-        let p = self.typed::<H::Target>(h.any_obj(), flags::DEAD)?;
-        // SAFETY: as in `get`.
-        Ok(unsafe { ObjBox::<H::Target>::value(p) })
+        self.array.resolve(h.any_obj(), flags::DEAD)
     }
 
     /// Resolves a handle even if its object is marked as garbage (Unreal's
@@ -530,11 +418,7 @@ impl Heap {
     where
         H::Target: Object,
     {
-        let p = self
-            .typed::<H::Target>(h.any_obj(), flags::UNREACHABLE)
-            .ok()?;
-        // SAFETY: as in `get`.
-        Some(unsafe { ObjBox::<H::Target>::value(p) })
+        self.array.resolve(h.any_obj(), flags::UNREACHABLE).ok()
     }
 
     /// Exclusive access to an object: the one door for mutation, which an
@@ -558,22 +442,18 @@ impl Heap {
     }
 
     /// The one door for mutation, saying why a handle does not resolve:
-    /// `get_mut` and `heap[h]` both pass through here.
+    /// `get_mut` and `heap[h]` both pass through here, and so through the
+    /// incremental collector's write barrier.
     #[inline]
-    fn try_get_mut<H: Handle>(&mut self, h: H) -> Result<&mut H::Target, Error>
+    pub fn try_get_mut<H: Handle>(&mut self, h: H) -> Result<&mut H::Target, ResolveError>
     where
         H::Target: Object,
     {
-        let p = self.typed::<H::Target>(h.any_obj(), flags::DEAD)?;
-        self.write_barrier(h.any_obj());
-        // SAFETY: `p` heads a live ObjBox<Target>; `&mut self` guarantees no other
-        // reference into the heap exists for the returned lifetime.
-        Ok(unsafe { ObjBox::<H::Target>::value_mut(p) })
+        let h = h.any_obj();
+        let (v, item) = self.array.resolve_mut::<H::Target>(h)?;
+        self.gc.barrier(item, h.index());
+        Ok(v)
     }
-
-    /// Hook for the incremental collector: every mutable access passes here.
-    #[inline(always)]
-    fn write_barrier(&mut self, _obj: AnyObj) {}
 
     /// Whether the handle names a live (not garbage) object of any class.
     ///
@@ -585,7 +465,7 @@ impl Heap {
     /// assert!(heap.contains(c));
     /// ```
     pub fn contains(&self, h: impl Into<AnyObj>) -> bool {
-        self.lookup(h.into(), flags::DEAD).is_ok()
+        self.array.lookup(h.into(), flags::DEAD).is_ok()
     }
 
     /// The strong handle for a live weak one (Unreal's `TWeakObjectPtr::Get`).
@@ -598,8 +478,8 @@ impl Heap {
     /// assert!(heap.upgrade(w).is_some());
     /// ```
     pub fn upgrade<T: Object>(&self, w: Weak<T>) -> Option<Obj<T>> {
-        self.typed::<T>(w.any(), flags::DEAD).ok()?;
-        Some(w.strong())
+        self.array.resolve::<T>(w.any(), flags::DEAD).ok()?;
+        Some(w.to_obj())
     }
 
     /// Checks an untyped handle's class and returns the typed handle.
@@ -614,15 +494,13 @@ impl Heap {
     /// assert!(heap.downcast::<Gem>(any).is_none());
     /// ```
     pub fn downcast<T: Object>(&self, h: AnyObj) -> Option<Obj<T>> {
-        self.typed::<T>(h, flags::DEAD).ok()?;
+        self.array.resolve::<T>(h, flags::DEAD).ok()?;
         Some(h.assume())
     }
 
     /// The class of a live object (Unreal's `GetClass`).
     pub fn class_of(&self, h: impl Into<AnyObj>) -> Option<&'static Class> {
-        let p = self.lookup(h.into(), flags::UNREACHABLE).ok()?;
-        // SAFETY: `p` is a live header.
-        Some(unsafe { p.as_ref() }.class)
+        Some(self.array.header(h.into(), flags::UNREACHABLE).ok()?.class)
     }
 
     /// The outer of a live object, if it has one that is still alive.
@@ -636,15 +514,23 @@ impl Heap {
     /// assert_eq!(heap.outer_of(c), Some(purse.any()));
     /// ```
     pub fn outer_of(&self, h: impl Into<AnyObj>) -> Option<AnyObj> {
-        let p = self.lookup(h.into(), flags::UNREACHABLE).ok()?;
-        // SAFETY: `p` is a live header.
-        let outer = unsafe { p.as_ref() }.outer?;
-        self.lookup(outer, flags::UNREACHABLE).ok().map(|_| outer)
+        let outer = self
+            .array
+            .header(h.into(), flags::UNREACHABLE)
+            .ok()?
+            .outer?;
+        self.array
+            .lookup(outer, flags::UNREACHABLE)
+            .ok()
+            .map(|_| outer)
     }
 
     /// Whether the object is marked as garbage (or being destroyed).
     pub fn is_garbage(&self, h: impl Into<AnyObj>) -> bool {
-        matches!(self.lookup(h.into(), flags::DEAD), Err(Error::Garbage(_)))
+        matches!(
+            self.array.lookup(h.into(), flags::DEAD),
+            Err(ResolveError::Garbage(_))
+        )
     }
 
     // ----- roots and garbage ----------------------------------------------
@@ -665,13 +551,9 @@ impl Heap {
     /// ```
     pub fn add_to_root(&self, h: impl Into<AnyObj>) -> Result<(), Error> {
         let h = h.into();
-        self.lookup(h, flags::DEAD)?;
-        let item = self.table.chunks.at(h.index());
-        let prev = item
-            .flags
-            .fetch_or(flags::ROOT | flags::LISTED, Ordering::Relaxed);
-        if prev & flags::LISTED == 0 {
-            self.root_candidates.lock().push(h.index());
+        self.array.lookup(h, flags::DEAD)?;
+        if self.array.at(h.index()).add_root() {
+            self.array.list_root(h.index());
         }
         Ok(())
     }
@@ -679,46 +561,30 @@ impl Heap {
     /// Removes an object from the root set (Unreal's `RemoveFromRoot`).
     pub fn remove_from_root(&self, h: impl Into<AnyObj>) -> Result<(), Error> {
         let h = h.into();
-        self.lookup(h, flags::UNREACHABLE)?;
-        self.table
-            .chunks
-            .at(h.index())
-            .flags
-            .fetch_and(!flags::ROOT, Ordering::Relaxed);
+        self.array.lookup(h, flags::UNREACHABLE)?;
+        self.array.at(h.index()).clear(flags::ROOT);
         Ok(())
     }
 
     /// Whether the object is in the root set.
     pub fn is_rooted(&self, h: impl Into<AnyObj>) -> bool {
         let h = h.into();
-        self.lookup(h, flags::UNREACHABLE).is_ok()
-            && self.table.chunks.at(h.index()).flags() & flags::ROOT != 0
+        self.array.lookup(h, flags::UNREACHABLE).is_ok()
+            && self.array.at(h.index()).flags() & flags::ROOT != 0
     }
 
     /// A strong RAII handle that roots the object while it lives (Unreal's
     /// `TStrongObjectPtr`). `None` if the object is not alive.
     pub fn strong<T: Object>(&self, h: Obj<T>) -> Option<StrongObj<T>> {
-        self.typed::<T>(h.any(), flags::DEAD).ok()?;
-        let (s, prev) = StrongObj::acquire(&self.table.chunks, h.any());
-        if prev == 0 {
-            let item = self.table.chunks.at(h.index());
-            if item.flags.fetch_or(flags::LISTED, Ordering::Relaxed) & flags::LISTED == 0 {
-                self.root_candidates.lock().push(h.index());
-            }
-        }
-        Some(s)
+        self.array.resolve::<T>(h.any(), flags::DEAD).ok()?;
+        Some(self.array.strong(h.any()))
     }
 
     /// The number of [`StrongObj`] handles to an object.
     pub fn strong_count(&self, h: impl Into<AnyObj>) -> usize {
         let h = h.into();
-        match self.lookup(h, flags::UNREACHABLE) {
-            Ok(_) => self
-                .table
-                .chunks
-                .at(h.index())
-                .refcount
-                .load(Ordering::Relaxed) as usize,
+        match self.array.lookup(h, flags::UNREACHABLE) {
+            Ok(_) => self.array.at(h.index()).refcount() as usize,
             Err(_) => 0,
         }
     }
@@ -743,12 +609,12 @@ impl Heap {
     /// ```
     pub fn mark_as_garbage(&self, h: impl Into<AnyObj>) -> Result<(), Error> {
         let h = h.into();
-        self.lookup(h, flags::UNREACHABLE)?;
-        let item = self.table.chunks.at(h.index());
+        self.array.lookup(h, flags::UNREACHABLE)?;
+        let item = self.array.at(h.index());
         if item.flags() & (flags::DISREGARD | flags::DEFAULT_OBJECT) != 0 {
             return Err(Error::Permanent(h));
         }
-        item.flags.fetch_or(flags::GARBAGE, Ordering::Relaxed);
+        item.set(flags::GARBAGE);
         Ok(())
     }
 
@@ -756,12 +622,10 @@ impl Heap {
     /// not been collected yet.
     pub fn clear_garbage(&self, h: impl Into<AnyObj>) -> Result<(), Error> {
         let h = h.into();
-        self.lookup(h, flags::UNREACHABLE)?;
-        self.table
-            .chunks
-            .at(h.index())
-            .flags
-            .fetch_and(!flags::GARBAGE, Ordering::Relaxed);
+        self.array.lookup(h, flags::UNREACHABLE)?;
+        if self.array.at(h.index()).clear(flags::GARBAGE) & flags::GARBAGE != 0 {
+            self.gc.note_cleared_garbage(h);
+        }
         Ok(())
     }
 
@@ -770,7 +634,7 @@ impl Heap {
     /// The object's name, if it was given one.
     pub fn name_of(&self, h: impl Into<AnyObj>) -> Option<Arc<str>> {
         let h = h.into();
-        self.lookup(h, flags::UNREACHABLE).ok()?;
+        self.array.lookup(h, flags::UNREACHABLE).ok()?;
         self.names.read().name_of(h.index())
     }
 
@@ -839,12 +703,7 @@ impl Heap {
     /// assert_eq!(heap.len(), 1);
     /// ```
     pub fn len(&self) -> usize {
-        let t = self.table_stats_quick();
-        t.0 as usize - t.1 - self.retired as usize - self.gc.parked_len()
-    }
-
-    fn table_stats_quick(&self) -> (u32, usize) {
-        (self.table.high_water(), self.table.free_remaining())
+        self.array.len()
     }
 
     /// Whether no objects are allocated.
@@ -856,32 +715,19 @@ impl Heap {
     pub fn table_stats(&self) -> TableStats {
         TableStats {
             objects: self.len(),
-            high_water: self.table.high_water(),
-            free: self.table.free_remaining(),
-            retired: self.retired,
-            chunks: self.table.chunks.allocated_chunks(),
-            cap: self.table.cap(),
+            high_water: self.array.high_water(),
+            free: self.array.free_remaining(),
+            retired: self.array.retired(),
+            chunks: self.array.allocated_chunks(),
+            cap: self.array.cap(),
             disregard: self.disregard_len(),
         }
     }
 
-    #[inline]
-    pub(crate) fn slot(&self, index: u32) -> Option<ObjectRef<'_>> {
-        let item: &Item = self.table.item(index)?;
-        let header = item.object()?;
-        let serial = std::num::NonZeroU32::new(item.serial())?;
-        Some(ObjectRef {
-            heap: self,
-            id: AnyObj::new(index, serial),
-            header,
-            flags: item.flags(),
-        })
-    }
-
     fn iter_range(&self, from: u32) -> impl Iterator<Item = ObjectRef<'_>> + '_ {
-        (from..self.table.high_water())
-            .filter_map(move |i| self.slot(i))
-            .filter(|o| o.flags & flags::DEAD == 0)
+        (from..self.array.high_water())
+            .filter_map(move |i| self.array.slot(&self.names, i))
+            .filter(|o| !self.array.hides(o.id().index(), o.flags()))
     }
 
     /// Every live object, in index order (Unreal's `FThreadSafeObjectIterator`).
@@ -912,15 +758,15 @@ impl Heap {
     pub fn iter_of<T: Object>(&self) -> impl Iterator<Item = (Obj<T>, &T)> + '_ {
         self.iter().filter_map(|o| {
             let v = o.downcast::<T>()?;
-            Some((o.id.assume(), v))
+            Some((o.id().assume(), v))
         })
     }
 
     /// Live objects the collector considers: everything outside the
     /// disregard-for-GC pool.
     pub fn iter_gc_considered(&self) -> impl Iterator<Item = ObjectRef<'_>> + '_ {
-        self.iter_range(self.pool.end)
-            .filter(|o| o.flags & flags::DISREGARD == 0)
+        self.iter_range(self.array.pool().end)
+            .filter(|o| !o.is_disregard())
     }
 
     /// Calls `f` for each live object whose outer is `outer` (Unreal's
@@ -928,7 +774,7 @@ impl Heap {
     pub fn for_each_with_outer(&self, outer: impl Into<AnyObj>, mut f: impl FnMut(ObjectRef<'_>)) {
         let outer = outer.into();
         for o in self.iter() {
-            if o.header().outer == Some(outer) {
+            if o.outer() == Some(outer) {
                 f(o)
             }
         }
@@ -936,16 +782,7 @@ impl Heap {
 
     /// Live objects per class, most numerous first.
     pub fn class_counts(&self) -> Vec<(&'static str, usize)> {
-        let mut by: HashMap<*const Class, (&'static str, usize)> = HashMap::new();
-        for i in 0..self.table.high_water() {
-            if let Some(o) = self.slot(i) {
-                let c = o.class();
-                by.entry(c as *const Class).or_insert((c.name(), 0)).1 += 1;
-            }
-        }
-        let mut v: Vec<_> = by.into_values().collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        v
+        self.array.class_counts()
     }
 
     /// The class default object of `T` (Unreal's CDO): made on first request
@@ -977,11 +814,7 @@ impl Heap {
         let value = *boxed.downcast::<T>().ok()?;
         let name = format!("Default__{}", T::class().name());
         let h = self.spawn(value).name(name).root().create().ok()?;
-        self.table
-            .chunks
-            .at(h.index())
-            .flags
-            .fetch_or(flags::DEFAULT_OBJECT, Ordering::Relaxed);
+        self.array.at(h.index()).set(flags::DEFAULT_OBJECT);
         map.insert(key, h.any());
         Some(h)
     }
@@ -1010,35 +843,34 @@ impl Heap {
     /// assert_eq!(heap.disregard_len(), 1);
     /// ```
     pub fn open_disregard_for_gc(&mut self) -> Result<(), Error> {
-        if self.pool.open {
+        let pool = self.array.pool();
+        if pool.open {
             return Ok(());
         }
-        if self.pool.capacity == 0 {
-            return Err(Error::DisregardPool(
-                "the pool has no room (HeapConfig::disregard_pool_size is 0, or it was disabled)",
-            ));
+        if pool.capacity == 0 {
+            return Err(PoolError::NoRoom.into());
         }
-        self.table.sync();
-        if self.table.high_water() != self.pool.end {
-            return Err(Error::DisregardPool(
-                "slots outside the pool have been used; open the pool before creating other objects",
-            ));
+        self.array.sync();
+        if self.array.high_water() != pool.end {
+            return Err(PoolError::SlotsUsed.into());
         }
-        if self.pool.end >= self.pool.capacity {
-            return Err(Error::DisregardPool("the pool is full"));
+        if pool.end >= pool.capacity {
+            return Err(PoolError::Full.into());
         }
-        self.pool.open = true;
+        self.array.pool_mut().open = true;
         Ok(())
     }
 
     /// Closes the pool (Unreal's `CloseDisregardForGC`).
     pub fn close_disregard_for_gc(&mut self) {
-        if !self.pool.open {
+        if !self.array.pool().open {
             return;
         }
-        self.table.sync();
-        self.pool.end = self.table.high_water().min(self.pool.capacity);
-        self.pool.open = false;
+        self.array.sync();
+        let end = self.array.high_water().min(self.array.pool().capacity);
+        let pool = self.array.pool_mut();
+        pool.end = end;
+        pool.open = false;
     }
 
     /// Disables the pool for good (Unreal's `DisableDisregardForGC`). Objects
@@ -1046,49 +878,42 @@ impl Heap {
     /// so that none is lost.
     pub fn disable_disregard_for_gc(&mut self) {
         self.close_disregard_for_gc();
-        for i in 0..self.pool.end {
-            let item = self.table.chunks.at(i);
-            if item.flags() & flags::DISREGARD != 0 {
-                let prev = item.flags.fetch_and(!flags::DISREGARD, Ordering::Relaxed);
-                item.flags
-                    .fetch_or(flags::ROOT | flags::LISTED, Ordering::Relaxed);
-                if prev & flags::LISTED == 0 {
-                    self.root_candidates.get_mut().push(i);
-                }
+        for i in 0..self.array.pool().end {
+            let Some(item) = self.array.item(i) else {
+                continue;
+            };
+            if item.clear(flags::DISREGARD) & flags::DISREGARD != 0 && item.add_root() {
+                self.array.list_root(i);
             }
         }
-        self.pool = Pool::default();
+        *self.array.pool_mut() = Pool::default();
     }
 
     /// Whether the pool is open.
     pub fn is_disregard_open(&self) -> bool {
-        self.pool.open
+        self.array.pool().open
     }
 
     /// Objects in the pool.
     pub fn disregard_len(&self) -> u32 {
-        if self.pool.open {
-            self.table.high_water().min(self.pool.capacity)
-        } else {
-            self.pool.end
-        }
+        self.array.pool_end()
     }
 
     /// The first index the collector considers (Unreal's `ObjFirstGCIndex`).
     pub fn first_gc_index(&self) -> u32 {
-        self.pool.end
+        self.array.pool().end
     }
 
     // ----- listeners and referencers ----------------------------------
 
-    /// Registers a create listener. See [`crate::listener`].
+    /// Registers a [`CreateListener`].
     pub fn add_create_listener(&mut self, l: impl CreateListener) -> HookId {
         let id = self.next_hook_id();
         self.listeners.create.push((id, Box::new(l)));
         id
     }
 
-    /// Registers a delete listener. See [`crate::listener`].
+    /// Registers a [`DeleteListener`].
     pub fn add_delete_listener(&mut self, l: impl DeleteListener) -> HookId {
         let id = self.next_hook_id();
         self.listeners.delete.push((id, Box::new(l)));
@@ -1143,87 +968,259 @@ impl Heap {
         self.referencers.retain(|(i, _)| *i != id);
         before != self.referencers.len()
     }
+
+    // ----- collection --------------------------------------------------------
+
+    /// Splits the heap into the collector and what it works on.
+    fn stage(&mut self) -> (&mut Collector, Stage<'_>) {
+        (
+            &mut self.gc,
+            Stage {
+                array: &mut self.array,
+                names: &mut self.names,
+                listeners: &self.listeners,
+                referencers: &self.referencers,
+            },
+        )
+    }
+
+    /// Runs a full collection now (Unreal's `CollectGarbage`), finishing
+    /// first any incremental cycle in flight. Refused with
+    /// [`Error::GcDisabled`] while the collector is disabled.
+    ///
+    /// # Panics
+    /// Resumes the first panic raised by a destruction hook, a delete
+    /// listener, a `Drop` or a post-collection callback, after the collection
+    /// has completed, its totals are counted and the heap is consistent (see
+    /// [`Lifecycle`](crate::Lifecycle)). A panic in a pre-collection callback
+    /// propagates at once, before anything is marked. A panic while marking (a
+    /// hand-written `Trace` or a [`Referencer`]) abandons the cycle with
+    /// nothing freed and no root forgotten.
+    ///
+    /// ```
+    /// # use coreobject::{Error, Heap, Object};
+    /// # #[derive(Object, Default)] struct Coin;
+    /// let mut heap = Heap::new();
+    /// heap.create(Coin);
+    /// heap.set_enabled(false);
+    /// assert_eq!(heap.collect(), Err(Error::GcDisabled));
+    /// heap.set_enabled(true);
+    /// assert_eq!(heap.collect().unwrap().freed, 1);
+    /// ```
+    pub fn collect(&mut self) -> Result<CollectStats, Error> {
+        if !self.gc.is_enabled() {
+            return Err(Error::GcDisabled);
+        }
+        let (gc, stage) = self.stage();
+        Ok(gc.collect(stage, Trigger::Explicit))
+    }
+
+    /// Advances the collector by one frame of `dt`.
+    ///
+    /// Stop-the-world ([`GcConfig::incremental`](crate::GcConfig::incremental)
+    /// is `None`): collects if a trigger fires (interval, object count,
+    /// bytes, growth, or every frame), and otherwise finishes objects whose
+    /// destruction was deferred and that are now ready. Incremental: runs at
+    /// most one slice of the budget: starts a cycle when a trigger fires,
+    /// otherwise continues marking or purging the cycle in flight, otherwise
+    /// polls deferred objects. The returned [`Tick`] says what it did.
+    ///
+    /// # Panics
+    /// As [`collect`](Self::collect), at the end of the slice in which the
+    /// panic was caught.
+    ///
+    /// ```
+    /// use coreobject::{GcConfig, Heap, HeapConfig, Object, Trigger};
+    /// use std::time::Duration;
+    /// #[derive(Object, Default)] struct Spark;
+    /// let cfg = HeapConfig { gc: GcConfig { interval: Some(Duration::from_millis(50)), ..GcConfig::MANUAL }, ..HeapConfig::DEFAULT };
+    /// let mut heap = Heap::with_config(cfg).unwrap();
+    /// heap.create(Spark);
+    /// assert!(heap.tick(Duration::from_millis(16)).completed.is_none());
+    /// let stats = heap.tick(Duration::from_millis(40)).completed.unwrap();
+    /// assert_eq!(stats.trigger, Trigger::Interval);
+    /// assert!(heap.is_empty());
+    /// ```
+    ///
+    /// Incremental, with a budget of 2 ms per tick:
+    ///
+    /// ```
+    /// use coreobject::{GcConfig, Heap, HeapConfig, Obj, Object, Phase};
+    /// use std::time::Duration;
+    /// #[derive(Object, Default)] struct Node { next: Option<Obj<Node>> }
+    /// let gc = GcConfig { incremental: Some(Duration::from_millis(2)), every_frame: true, ..GcConfig::MANUAL };
+    /// let mut heap = Heap::with_config(HeapConfig { gc, ..HeapConfig::DEFAULT }).unwrap();
+    /// let keep = heap.create(Node::default());
+    /// heap.add_to_root(keep).unwrap();
+    /// let lost = heap.create(Node::default());
+    /// let stats = loop {
+    ///     let tick = heap.tick(Duration::from_millis(16));
+    ///     if let Some(stats) = tick.completed { break stats; }
+    ///     assert_ne!(tick.phase, Phase::Idle);
+    /// };
+    /// assert_eq!(stats.freed, 1);
+    /// assert!(heap.get(lost).is_none() && heap.get(keep).is_some());
+    /// ```
+    pub fn tick(&mut self, dt: Duration) -> Tick {
+        let (gc, stage) = self.stage();
+        gc.tick(stage, dt)
+    }
+
+    /// Where the collector is: idle, marking or purging a cycle.
+    pub fn gc_phase(&self) -> Phase {
+        self.gc.phase()
+    }
+
+    /// Enables or disables the collector (Mundi's `SetEnabled`, Unreal's
+    /// `DisallowGC`). While disabled, `collect` is refused and `tick` starts
+    /// no cycle (a cycle in flight goes on).
+    pub fn set_enabled(&mut self, enabled: bool) {
+        self.gc.set_enabled(enabled);
+    }
+
+    /// Whether the collector is enabled.
+    pub fn is_enabled(&self) -> bool {
+        self.gc.is_enabled()
+    }
+
+    /// The collector's settings.
+    pub fn gc_config(&self) -> &GcConfig {
+        self.gc.config()
+    }
+
+    /// The collector's settings, to change triggers at run time.
+    ///
+    /// ```
+    /// # use coreobject::Heap;
+    /// let mut heap = Heap::new();
+    /// heap.gc_config_mut().every_frame = true;
+    /// ```
+    pub fn gc_config_mut(&mut self) -> &mut GcConfig {
+        self.gc.config_mut()
+    }
+
+    /// Stats of the last completed cycle.
+    pub fn last_collection(&self) -> Option<&CollectStats> {
+        self.gc.last()
+    }
+
+    /// Running totals.
+    pub fn gc_totals(&self) -> &GcTotals {
+        self.gc.totals()
+    }
+
+    /// Objects waiting for `is_ready_for_finish_destroy`.
+    pub fn pending_destroy(&self) -> usize {
+        self.gc.pending_len()
+    }
+
+    /// Registers a callback run before each cycle.
+    pub fn on_pre_collect(&mut self, f: impl FnMut(&PreCollect) + Send + Sync + 'static) -> HookId {
+        let id = self.next_hook_id();
+        self.gc.on_pre(id, Box::new(f));
+        id
+    }
+
+    /// Registers a callback run after each cycle, with its stats.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # use std::sync::{Arc, Mutex};
+    /// let seen = Arc::new(Mutex::new(0));
+    /// let mut heap = Heap::new();
+    /// let s = seen.clone();
+    /// heap.on_post_collect(move |st| *s.lock().unwrap() += st.freed + 1);
+    /// heap.collect().unwrap();
+    /// assert_eq!(*seen.lock().unwrap(), 1);
+    /// ```
+    pub fn on_post_collect(
+        &mut self,
+        f: impl FnMut(&CollectStats) + Send + Sync + 'static,
+    ) -> HookId {
+        let id = self.next_hook_id();
+        self.gc.on_post(id, Box::new(f));
+        id
+    }
+
+    /// Removes a pre- or post-collection callback.
+    pub fn remove_gc_callback(&mut self, id: HookId) -> bool {
+        self.gc.remove_callback(id)
+    }
+
+    // ----- debugging ------------------------------------------------------------
+
+    fn reports(&self) -> Reports<'_> {
+        Reports {
+            array: &self.array,
+            names: &self.names,
+            referencers: &self.referencers,
+        }
+    }
+
+    /// The shortest reference chains from a root to `target`: why it is
+    /// alive (Unreal's `obj refs`). Returns up to `max` chains, all of the
+    /// shortest length; empty if nothing keeps the object alive.
+    ///
+    /// ```
+    /// use coreobject::{Heap, Obj, Object};
+    /// #[derive(Object, Default)]
+    /// struct World { levels: Vec<Obj<Level>> }
+    /// #[derive(Object, Default)]
+    /// struct Level { actors: Vec<Obj<Hero>> }
+    /// #[derive(Object, Default)]
+    /// struct Hero;
+    ///
+    /// let mut heap = Heap::new();
+    /// let hero = heap.spawn(Hero).name("Hero").create().unwrap();
+    /// let level = heap.create(Level { actors: vec![hero] });
+    /// let world = heap.spawn(World { levels: vec![level] }).name("World").root().create().unwrap();
+    /// let chains = heap.reference_chains(hero, 4);
+    /// assert_eq!(chains[0].to_string(), format!("(rooted) World.levels[0] -> Level_{}.actors[0] -> Hero", level.index()));
+    /// ```
+    pub fn reference_chains(&self, target: impl Into<AnyObj>, max: usize) -> Vec<RefChain> {
+        self.reports().reference_chains(target, max)
+    }
+
+    /// Memory per class and for the heap's own structures (Unreal's
+    /// `memreport`).
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Mesh { verts: [f32; 30] }
+    /// let heap = Heap::new();
+    /// heap.create(Mesh::default());
+    /// let r = heap.memory_report();
+    /// assert_eq!(r.classes[0].class, "Mesh");
+    /// assert!(r.classes[0].bytes >= 120);
+    /// println!("{r}");
+    /// ```
+    pub fn memory_report(&self) -> MemoryReport {
+        self.reports()
+            .memory_report(self.gc.memory_bytes(), self.listeners_allocated_size())
+    }
 }
 
 impl Drop for Heap {
+    /// Runs every listener's `on_shutdown`, then drops every object; a panic
+    /// in any of them does not stop the others. The first panic is resumed
+    /// afterwards, unless the heap is dropped while already unwinding (a
+    /// second panic would abort the process): then it is reported through
+    /// `tracing` and dropped.
     fn drop(&mut self) {
-        self.listeners.shutdown();
-        self.table.sync();
-        let mut highest: Option<u32> = (self.retired > 0).then_some(self.lease.limit);
-        for i in 0..self.table.high_water() {
-            let item = self.table.chunks.at(i);
-            let s = item.serial.load(Ordering::Relaxed);
-            if serial::tag(s) == self.lease.tag {
-                let g = serial::generation(s);
-                highest = Some(highest.map_or(g, |h| h.max(g)));
-            }
-            let p = item.object.swap(std::ptr::null_mut(), Ordering::AcqRel);
-            if let Some(p) = NonNull::new(p) {
-                // SAFETY: `p` is a live header owned by this slot; it was just unlinked,
-                // so it is dropped exactly once, and no reference into the heap remains.
-                unsafe { (p.as_ref().class.vt.drop)(p) };
+        let mut caught: Caught = None;
+        self.listeners.shutdown(&mut caught);
+        let dropping = self.array.drop_all();
+        if caught.is_none() {
+            caught = dropping;
+        }
+        if let Some(p) = caught {
+            if std::thread::panicking() {
+                tracing::error!("a listener or an object's Drop panicked while the heap was dropped during unwinding");
+            } else {
+                std::panic::resume_unwind(p);
             }
         }
-        serial::release(self.lease, highest);
-    }
-}
-
-/// A live object seen while iterating.
-#[derive(Clone, Copy)]
-pub struct ObjectRef<'h> {
-    heap: &'h Heap,
-    id: AnyObj,
-    header: NonNull<Header>,
-    flags: u32,
-}
-
-impl<'h> ObjectRef<'h> {
-    pub(crate) fn header_ptr(&self) -> NonNull<Header> {
-        self.header
-    }
-    fn header(&self) -> &'h Header {
-        // SAFETY: the header is live while the heap is borrowed for 'h.
-        unsafe { self.header.as_ref() }
-    }
-    /// The object's handle.
-    pub fn id(&self) -> AnyObj {
-        self.id
-    }
-    /// Its class.
-    pub fn class(&self) -> &'static Class {
-        self.header().class
-    }
-    /// Its outer, if any.
-    pub fn outer(&self) -> Option<AnyObj> {
-        self.header().outer
-    }
-    /// Whether it is in the disregard-for-GC pool.
-    pub fn is_disregard(&self) -> bool {
-        self.flags & flags::DISREGARD != 0
-    }
-    /// Whether it is in the root set.
-    pub fn is_rooted(&self) -> bool {
-        self.flags & flags::ROOT != 0
-    }
-    /// The value, if it is a `T`.
-    pub fn downcast<T: Object>(&self) -> Option<&'h T> {
-        if !self.class().is::<T>() {
-            return None;
-        }
-        // SAFETY: the class matches, so the header heads an ObjBox<T>, live for 'h.
-        Some(unsafe { ObjBox::<T>::value(self.header) })
-    }
-    /// Its display name.
-    pub fn display_name(&self) -> String {
-        self.heap
-            .display_name(self.id)
-            .unwrap_or_else(|| format!("#{}", self.id.index()))
-    }
-}
-
-impl fmt::Debug for ObjectRef<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}({:?})", self.class().name(), self.id)
     }
 }
 
@@ -1245,7 +1242,7 @@ impl<T: Object> Index<Obj<T>> for Heap {
 #[cold]
 #[inline(never)]
 #[track_caller]
-fn index_failed(h: impl fmt::Debug, e: Error) -> ! {
+fn index_failed(h: impl fmt::Debug, e: ResolveError) -> ! {
     panic!("heap[{h:?}]: {e}")
 }
 

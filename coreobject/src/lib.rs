@@ -35,50 +35,136 @@
 //! assert_eq!(heap[hero].hp, 100);
 //! ```
 //!
-//! ## The pieces
+//! ## The rooms
 //!
-//! * **Handles** ([`handle`]): [`Obj<T>`], [`Weak<T>`] and [`AnyObj`] are
-//!   8 bytes: a slot index and a serial. Resolving checks the serial, so a
-//!   handle to a freed object, or one from another heap, resolves to `None`
-//!   (or a precise [`Error`]) and never to another object.
-//! * **The table** ([`table`], [`item`]): 64K-item chunks that never move; a
-//!   lock-free, one-atomic index allocator that reuses freed slots LIFO; a
-//!   disregard-for-GC pool of permanent objects at the lowest indices.
-//! * **Classes** ([`class`], [`trace`]): `#[derive(Object)]` registers a type's
-//!   name and fields and writes its [`Trace`] implementation. Every handle
-//!   field is traced unless it is a [`Weak`] or marked `#[object(skip)]`.
-//! * **The collector** ([`gc`]): roots, strong handles and external
-//!   referencers; iterative marking through fields and outers; Unreal's
-//!   destruction order (`begin_destroy`, `is_ready_for_finish_destroy`,
-//!   `finish_destroy`); `mark_as_garbage`; stats, triggers, callbacks; and
-//!   debugging reports.
+//! `ls src` is the architecture, one concept per module:
+//!
+//! * **`heap.rs`**: [`Heap`], a facade with private fields. Creation,
+//!   resolution, roots, names, iteration, the pool, listeners and the
+//!   collector's controls are all methods here, and each is a few lines that
+//!   delegate to the rooms below. It holds no `unsafe` block.
+//! * **`array/`**: the object array (Unreal's `FUObjectArray`). `table.rs`
+//!   holds the 64K-item chunks that never move and the lock-free, one-atomic
+//!   index allocator that reuses freed slots LIFO; `item.rs` the 24-byte item
+//!   and every verb that writes it; `mod.rs` the slot protocol (fill, resolve,
+//!   free: bump, retire or park), the root list, the disregard-for-GC pool,
+//!   and **the one safe door** through which a handle becomes a `&T` or
+//!   `&mut T`, where the liveness proof is written once.
+//! * **`handle.rs`**, **`serial.rs`**: [`Obj<T>`], [`Weak<T>`] and [`AnyObj`]
+//!   are 8 bytes, a slot index and a serial (heap tag and generation).
+//!   Resolving checks the serial, so a handle to a freed object, or one from
+//!   another heap, resolves to `None` (or a precise [`ResolveError`]) and
+//!   never to another object.
+//! * **`class.rs`**, **`object.rs`**, **[`trace`]**: `#[derive(Object)]`
+//!   registers a type's name and fields and writes its [`Trace`]
+//!   implementation; every handle field is traced unless it is a [`Weak`] or
+//!   marked `#[object(skip)]`. An object is one allocation: a 16-byte header
+//!   (class, outer), then the value.
+//! * **`lifecycle.rs`**: [`Lifecycle`], Unreal's destruction hooks, and
+//!   [`DestroyCx`], what hooks may see (the array and the names, never the heap).
+//! * **[`gc`]**: the collector, a state machine with private fields that
+//!   borrows what it works on for the length of one slice (`Stage`: the
+//!   array, the names, the listeners, the referencers) and owns its phase and
+//!   work lists between slices. `mark.rs` is the prefetching, non-recursive
+//!   marker; `sweep.rs` the purge in Unreal's order; `stats.rs` what a cycle
+//!   and a tick report; `debug.rs` reference chains and memory reports.
+//! * **`names.rs`**, **`listener.rs`**, **`strong.rs`**, **`referencer.rs`**,
+//!   **`config.rs`**, **`error.rs`**: the (outer, name) index, create and
+//!   delete listeners, [`StrongObj`], [`Referencer`], [`HeapConfig`] and
+//!   [`GcConfig`], and small error types ([`ResolveError`], [`PoolError`],
+//!   [`ConfigError`]) wrapped by [`Error`].
+//!
+//! ## Layout
+//!
+//! ```text
+//! handle (8 bytes)   index: u32 | serial: u32 = [ heap tag: 10 bits | generation: 22 bits ]
+//! item (24 bytes)    object: *Header | flags: u32 | cluster_root: u32 | serial: u32 | refcount: u32
+//! object             header (16 bytes: class: &'static Class, outer: Option<AnyObj>) | value: T
+//! ```
+//!
+//! The sizes are asserted at compile time. Marks are not in the item: the
+//! collector keeps one bit per slot in a side bitmap.
+//!
+//! ## Two ways to report references by hand
+//!
+//! A [`Referencer`] (Unreal's `FGCObject`) lives *outside* the heap and is
+//! registered with it; it is called through `&mut dyn Visitor`, so it can be
+//! stored as a trait object:
+//!
+//! ```
+//! use coreobject::{AnyObj, Heap, Object, Referencer, Visitor};
+//! use std::sync::{Arc, Mutex};
+//! #[derive(Object, Default)]
+//! struct Texture;
+//! struct Cache(Mutex<Vec<AnyObj>>);
+//! impl Referencer for Cache {
+//!     fn add_referenced_objects(&self, v: &mut dyn Visitor) {
+//!         self.0.lock().unwrap().iter().for_each(|h| v.visit(*h));
+//!     }
+//! }
+//! let mut heap = Heap::new();
+//! let tex = heap.create(Texture);
+//! heap.add_referencer(Arc::new(Cache(Mutex::new(vec![tex.any()]))));
+//! heap.collect().unwrap();
+//! assert!(heap.contains(tex));
+//! ```
+//!
+//! `#[object(trace_with = f)]` (Unreal's `AddReferencedObjects`) lives *on a
+//! class*: `f` is generic over the visitor, so the collector's own marker is
+//! inlined into it:
+//!
+//! ```
+//! use coreobject::{Heap, Obj, Object, Visitor};
+//! #[derive(Object, Default)]
+//! #[object(trace_with = report_packed)]
+//! struct Squad {
+//!     #[object(skip)]
+//!     packed: Vec<u64>, // handles packed as bits, invisible to the derive
+//! }
+//! #[derive(Object, Default)]
+//! struct Soldier;
+//! fn report_packed<V: Visitor + ?Sized>(s: &Squad, v: &mut V) {
+//!     for &bits in &s.packed {
+//!         if let Some(h) = coreobject::AnyObj::from_bits(bits) { v.visit(h) }
+//!     }
+//! }
+//! let mut heap = Heap::new();
+//! let soldier = heap.create(Soldier);
+//! let squad = heap.create(Squad { packed: vec![soldier.any().to_bits()] });
+//! heap.add_to_root(squad).unwrap();
+//! heap.collect().unwrap();
+//! assert!(heap.contains(soldier));
+//! ```
 //!
 //! ## The safety story
 //!
 //! Safe code never holds a raw pointer to an object: it holds handles, and
 //! borrows from [`Heap::get`] that cannot outlive `&Heap`. Collection takes
 //! `&mut Heap`, so the borrow checker guarantees no borrow survives it; every
-//! collection runs at a safe point. Mutation goes through [`Heap::get_mut`],
-//! the single door an incremental collector can use as its write barrier.
-//! [`Trace`] is a *safe* trait: a wrong implementation can free an object too
-//! early, but its handles then resolve to `None`; nothing dangles.
+//! collection, and every slice of an incremental one, runs at a safe point.
+//! Mutation goes through [`Heap::get_mut`] (and `heap[h] = …`), the single
+//! door, which is also the incremental collector's write barrier: safe code
+//! cannot bypass it. [`Trace`] is a *safe* trait: a wrong implementation can
+//! free an object too early, but its handles then resolve to `None`; nothing
+//! dangles.
 //!
 //! Handles on the stack are **not** roots (as with Unreal's raw pointers, but
 //! checked): an object reachable only from a local handle is freed by the next
 //! collection. Root it, hold a [`StrongObj`], or store it in a reachable field.
 //!
-//! The unsafe code lives in [`table`] (chunk memory), `object` (the
-//! allocation behind each object), [`class`] (type-erased calls), [`heap`]
-//! (typed resolution), the collector's mark, sweep and debug walks, and one
-//! prefetch hint in [`trace`]; each block names its invariant.
+//! The unsafe code lives in `array/` (chunk memory and the one door from a
+//! handle to a reference), `object.rs` (the allocation behind each object),
+//! `class.rs` (type-erased calls), the collector's mark, sweep and debug
+//! walks, `lifecycle.rs`, and one prefetch hint in [`trace`]; each block
+//! names its invariant.
 //!
 //! ## Glossary: Unreal → coreobject
 //!
 //! | Unreal | coreobject |
 //! |---|---|
 //! | `FUObjectArray`, `GUObjectArray` | [`Heap`] (one per instance; no global) |
-//! | `FChunkedFixedUObjectArray` | the table's chunks ([`table::CHUNK_SIZE`]) |
-//! | `FUObjectItem` | the 24-byte item ([`item`]) |
+//! | `FChunkedFixedUObjectArray` | the array's chunks ([`CHUNK_SIZE`]) |
+//! | `FUObjectItem` | the 24-byte item (see [Layout](#layout)) |
 //! | `UObject*`, `TObjectPtr<T>` | [`AnyObj`], [`Obj<T>`] |
 //! | `TWeakObjectPtr<T>` | [`Weak<T>`] |
 //! | `TStrongObjectPtr<T>` | [`StrongObj<T>`] |
@@ -91,6 +177,8 @@
 //! | `Get(bEvenIfPendingKill)` | [`Heap::get_even_if_garbage`] |
 //! | `BeginDestroy`, `IsReadyForFinishDestroy`, `FinishDestroy` | [`Lifecycle`] |
 //! | `CollectGarbage` | [`Heap::collect`] |
+//! | `gc.IncrementalReachabilityTimeLimit`, `gc.IncrementalGCTimePerFrame` | [`GcConfig::incremental`] with [`Heap::tick`] |
+//! | `IsIncrementalPurgePending`, `IsGarbageCollecting` | [`Heap::gc_phase`] |
 //! | `gc.TimeBetweenPurgingPendingKillObjects` | [`GcConfig::interval`] with [`Heap::tick`] |
 //! | `DisallowGC` / Mundi's `SetEnabled` | [`Heap::set_enabled`] |
 //! | `OpenDisregardForGC`, `CloseDisregardForGC` | [`Heap::open_disregard_for_gc`], [`Heap::close_disregard_for_gc`] |
@@ -115,35 +203,35 @@ extern crate self as coreobject;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
-pub mod class;
-pub mod config;
-pub mod error;
+mod array;
+mod class;
+mod config;
+mod error;
 pub mod gc;
-pub mod handle;
-pub mod heap;
-pub mod item;
-pub mod listener;
+mod handle;
+mod heap;
+mod lifecycle;
+mod listener;
 mod names;
 mod object;
-pub mod referencer;
+mod referencer;
 pub mod serial;
-pub mod strong;
+mod strong;
 mod sync;
-pub mod table;
 pub mod trace;
 
+pub use array::{ObjectRef, CHUNK_SIZE};
 #[doc(hidden)]
 pub use class::{__private, ClassDesc};
-pub use class::{Class, FieldInfo, Lifecycle, Object};
+pub use class::{Class, FieldInfo, Object};
 pub use config::{GcConfig, HeapConfig};
 pub use coreobject_derive::{Object, Trace};
-pub use error::{CapReport, Error};
-pub use gc::{
-    ClassMemory, CollectStats, DestroyCx, GcTotals, MemoryReport, Phase, PreCollect, RefChain,
-    RefLink, RootKind, Tick, Trigger,
-};
+pub use error::{CapReport, ConfigError, Error, PoolError, ResolveError};
+pub use gc::debug::{ClassMemory, MemoryReport, RefChain, RefLink, RootKind};
+pub use gc::{CollectStats, GcTotals, Phase, PreCollect, Tick, Trigger};
 pub use handle::{AnyObj, Handle, Obj, Weak};
-pub use heap::{Heap, ObjectRef, Spawn, TableStats};
+pub use heap::{Heap, Spawn, TableStats};
+pub use lifecycle::{DestroyCx, Lifecycle};
 pub use listener::{CreateListener, DeleteListener, HookId, ObjectEvent};
 pub use referencer::Referencer;
 pub use strong::StrongObj;

@@ -28,6 +28,7 @@
 
 use crate::class::Class;
 use crate::handle::AnyObj;
+use crate::lifecycle::{guard, Caught};
 
 /// What a listener learns about an object.
 #[derive(Clone, Copy, Debug)]
@@ -106,12 +107,14 @@ impl Listeners {
                 .sum::<usize>()
     }
 
-    pub(crate) fn shutdown(&self) {
+    /// Tells every listener the heap is going away; a panicking one does not
+    /// stop the others.
+    pub(crate) fn shutdown(&self, caught: &mut Caught) {
         for (_, l) in &self.create {
-            l.on_shutdown();
+            guard(caught, || l.on_shutdown());
         }
         for (_, l) in &self.delete {
-            l.on_shutdown();
+            guard(caught, || l.on_shutdown());
         }
     }
 }

@@ -21,11 +21,10 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::array::Chunks;
 use crate::handle::{AnyObj, Handle, Obj};
-use crate::table::Chunks;
 
 /// A strong handle that roots its object while it exists.
 pub struct StrongObj<T> {
@@ -34,22 +33,10 @@ pub struct StrongObj<T> {
     _t: PhantomData<fn() -> T>,
 }
 
-const MAX_REFCOUNT: u32 = i32::MAX as u32;
-
 impl<T> StrongObj<T> {
     /// Takes a count on `raw`'s slot. Returns the previous count.
     pub(crate) fn acquire(chunks: &Arc<Chunks>, raw: AnyObj) -> (StrongObj<T>, u32) {
-        let prev = chunks
-            .at(raw.index())
-            .refcount
-            .fetch_add(1, Ordering::Relaxed);
-        if prev >= MAX_REFCOUNT {
-            chunks
-                .at(raw.index())
-                .refcount
-                .fetch_sub(1, Ordering::Relaxed);
-            panic!("more than {MAX_REFCOUNT} StrongObj handles to {raw:?}");
-        }
+        let prev = chunks.at(raw.index()).acquire();
         (
             StrongObj {
                 chunks: chunks.clone(),
@@ -82,10 +69,7 @@ impl<T> Clone for StrongObj<T> {
 
 impl<T> Drop for StrongObj<T> {
     fn drop(&mut self) {
-        self.chunks
-            .at(self.raw.index())
-            .refcount
-            .fetch_sub(1, Ordering::Release);
+        self.chunks.at(self.raw.index()).release();
     }
 }
 

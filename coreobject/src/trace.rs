@@ -31,9 +31,65 @@
 //! heap.collect().unwrap();
 //! assert!(heap.get(sword).is_some(), "reached through Player.inventory.slots[0]");
 //! ```
+//!
+//! ## Atomics and locks
+//!
+//! The integer atomics and `AtomicBool` are plain data. `AtomicPtr` is
+//! deliberately not traceable: a raw pointer field could smuggle a pointer
+//! into an object past the handle discipline, so a field holding one must be
+//! marked `#[object(skip)]`, and is then never traced.
+//!
+//! ```compile_fail
+//! use std::sync::atomic::AtomicPtr;
+//! #[derive(coreobject::Object)]
+//! struct Raw { p: AtomicPtr<u8> } // error: `AtomicPtr<u8>` cannot be traced
+//! ```
+//!
+//! `Mutex<T>` and `RwLock<T>`, from `std::sync` and from `parking_lot`, are
+//! traced through to their `T`, like `Box` and `Arc`: a lock field has the
+//! [`RefKind`] of what it guards. The **locking rule**: tracing takes the lock
+//! with `try_lock` (`try_read` for an `RwLock`) and never blocks on it, so it
+//! cannot deadlock; and it never skips the contents, since skipping could free
+//! a live object. A poisoned `std` lock is traced like any other. While a
+//! collection runs no borrow of any object exists (it takes `&mut Heap`), so
+//! a lock can only be held by code that reaches it some other way, such as
+//! through an `Arc` shared outside the heap, or from the same thread while a
+//! `&Heap` walk such as [`Heap::reference_chains`](crate::Heap::reference_chains)
+//! runs. Tracing then retries, backing off, for up to [`LOCK_WAIT`] in
+//! total, and if the lock is still held it **panics**, naming the lock's
+//! type. A panic while marking abandons the collection with nothing freed
+//! and no root forgotten; once the lock is released, the next collection
+//! works. So: never hold a lock inside a heap object across a collection.
+//! The contents are only read, and only for as long as tracing them takes.
+//!
+//! ```
+//! use coreobject::{Heap, Obj, Object};
+//! use parking_lot::Mutex;
+//!
+//! #[derive(Object, Default)]
+//! struct Quest { stage: u32 }
+//!
+//! #[derive(Object, Default)]
+//! struct Journal { open: Mutex<Vec<Obj<Quest>>> }
+//!
+//! let mut heap = Heap::new();
+//! let journal = heap.create(Journal::default());
+//! heap.add_to_root(journal).unwrap();
+//! let quest = heap.create(Quest { stage: 1 });
+//! heap[journal].open.lock().push(quest); // the guard is dropped at once
+//!
+//! heap.collect().unwrap();
+//! assert_eq!(heap[quest].stage, 1, "kept alive through Journal.open");
+//!
+//! heap[journal].open.lock().clear();
+//! heap.collect().unwrap();
+//! assert!(heap.get(quest).is_none(), "no longer referenced");
+//! ```
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
+use std::sync::TryLockError;
+use std::time::{Duration, Instant};
 
 use crate::handle::AnyObj;
 
@@ -137,9 +193,12 @@ pub trait Visitor {
 
 /// A type whose strong handles the collector can find.
 ///
-/// Implemented for handles, plain data, the standard containers, and by the
-/// derives. Write it by hand for a custom container (this is Unreal's
-/// `AddReferencedObjects`): report every strong handle to `v.visit`.
+/// Implemented for handles, plain data (including the integer atomics and
+/// `AtomicBool`, but not `AtomicPtr`), the standard containers, `std` and
+/// `parking_lot` locks (see the [module docs](self#atomics-and-locks) for the
+/// locking rule), and by the derives. Write it by hand for a custom container
+/// (this is Unreal's `AddReferencedObjects`): report every strong handle to
+/// `v.visit`.
 ///
 /// ```
 /// use coreobject::{AnyObj, RefKind, Trace, Visitor};
@@ -240,6 +299,25 @@ plain!(
     std::num::NonZeroU64,
     std::num::NonZeroUsize,
 );
+
+#[cfg(target_has_atomic = "8")]
+plain!(
+    std::sync::atomic::AtomicBool,
+    std::sync::atomic::AtomicI8,
+    std::sync::atomic::AtomicU8,
+);
+#[cfg(target_has_atomic = "16")]
+plain!(std::sync::atomic::AtomicI16, std::sync::atomic::AtomicU16);
+#[cfg(target_has_atomic = "32")]
+plain!(std::sync::atomic::AtomicI32, std::sync::atomic::AtomicU32);
+#[cfg(target_has_atomic = "64")]
+plain!(std::sync::atomic::AtomicI64, std::sync::atomic::AtomicU64);
+#[cfg(target_has_atomic = "ptr")]
+plain!(
+    std::sync::atomic::AtomicIsize,
+    std::sync::atomic::AtomicUsize,
+);
+// No `AtomicPtr`: see the module docs.
 
 impl<T: ?Sized> Trace for std::marker::PhantomData<T> {
     const NEEDS_TRACE: bool = false;
@@ -436,6 +514,135 @@ impl<T: Trace + ?Sized> Trace for std::sync::Arc<T> {
         if T::NEEDS_TRACE {
             prefetch_line(&**self as *const T)
         }
+    }
+}
+
+/// How long tracing waits, in total, for a lock inside a heap object that
+/// someone else holds, before it panics. See the
+/// [module docs](self#atomics-and-locks) for the locking rule.
+pub const LOCK_WAIT: Duration = Duration::from_secs(1);
+
+/// The longest single sleep between two attempts at a held lock.
+const LOCK_NAP_MAX: Duration = Duration::from_millis(10);
+
+/// Takes a lock for tracing: `attempt` is one `try_lock` (or `try_read`) that
+/// yields the guard, or `None` while someone else holds the lock. `L` is the
+/// lock's type, for the panic message.
+///
+/// # Panics
+/// If the lock is still held after [`LOCK_WAIT`].
+#[inline]
+fn lock_for_trace<L: ?Sized, G>(mut attempt: impl FnMut() -> Option<G>) -> G {
+    match attempt() {
+        Some(guard) => guard,
+        None => wait_for_lock::<L, G>(&mut attempt),
+    }
+}
+
+/// The slow path of [`lock_for_trace`]: spins, then yields, then sleeps in
+/// growing steps, retrying after each, for [`LOCK_WAIT`] in total.
+#[cold]
+#[inline(never)]
+fn wait_for_lock<L: ?Sized, G>(attempt: &mut dyn FnMut() -> Option<G>) -> G {
+    let start = Instant::now();
+    for round in 0..6 {
+        for _ in 0..1 << round {
+            std::hint::spin_loop();
+        }
+        if let Some(guard) = attempt() {
+            return guard;
+        }
+    }
+    for _ in 0..8 {
+        std::thread::yield_now();
+        if let Some(guard) = attempt() {
+            return guard;
+        }
+    }
+    let mut nap = Duration::from_micros(50);
+    loop {
+        let waited = start.elapsed();
+        if waited >= LOCK_WAIT {
+            break;
+        }
+        std::thread::sleep(nap.min(LOCK_WAIT - waited));
+        if let Some(guard) = attempt() {
+            return guard;
+        }
+        nap = (nap * 2).min(LOCK_NAP_MAX);
+    }
+    panic!(
+        "coreobject: cannot trace a `{}`: the lock stayed held for {:?} while the heap \
+         traced the object that contains it. A lock inside a heap object must not be \
+         held across a garbage collection (or a `&Heap` walk such as \
+         `reference_chains`): tracing neither blocks on it nor skips its contents. \
+         The collection was abandoned with nothing freed; release the lock and collect again.",
+        std::any::type_name::<L>(),
+        LOCK_WAIT,
+    )
+}
+
+impl<T: Trace + ?Sized> Trace for std::sync::Mutex<T> {
+    const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const KIND: RefKind = T::KIND;
+    /// Traces the contents under `try_lock`, poisoned or not; see the
+    /// [locking rule](self#atomics-and-locks).
+    fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
+        if !T::NEEDS_TRACE {
+            return;
+        }
+        let guard = lock_for_trace::<Self, _>(|| match self.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        });
+        (*guard).trace(v)
+    }
+}
+
+impl<T: Trace + ?Sized> Trace for std::sync::RwLock<T> {
+    const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const KIND: RefKind = T::KIND;
+    /// Traces the contents under `try_read`, poisoned or not; see the
+    /// [locking rule](self#atomics-and-locks).
+    fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
+        if !T::NEEDS_TRACE {
+            return;
+        }
+        let guard = lock_for_trace::<Self, _>(|| match self.try_read() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        });
+        (*guard).trace(v)
+    }
+}
+
+impl<T: Trace + ?Sized> Trace for parking_lot::Mutex<T> {
+    const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const KIND: RefKind = T::KIND;
+    /// Traces the contents under `try_lock`; see the
+    /// [locking rule](self#atomics-and-locks).
+    fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
+        if !T::NEEDS_TRACE {
+            return;
+        }
+        let guard = lock_for_trace::<Self, _>(|| self.try_lock());
+        (*guard).trace(v)
+    }
+}
+
+impl<T: Trace + ?Sized> Trace for parking_lot::RwLock<T> {
+    const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const KIND: RefKind = T::KIND;
+    /// Traces the contents under `try_read`; see the
+    /// [locking rule](self#atomics-and-locks).
+    fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
+        if !T::NEEDS_TRACE {
+            return;
+        }
+        let guard = lock_for_trace::<Self, _>(|| self.try_read());
+        (*guard).trace(v)
     }
 }
 

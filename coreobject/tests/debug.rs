@@ -353,7 +353,7 @@ fn memory_report_adds_up() {
     assert_eq!(by_class, from_report);
     assert_eq!(
         r.table_bytes,
-        heap.table_stats().chunks * coreobject::table::CHUNK_SIZE as usize * 24
+        heap.table_stats().chunks * coreobject::CHUNK_SIZE as usize * 24
     );
     let text = r.to_string();
     assert!(

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use coreobject::{
-    AnyObj, CollectStats, Error, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent, StrongObj,
-    Weak,
+    AnyObj, CollectStats, Error, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent,
+    ResolveError, StrongObj, Weak,
 };
 
 #[derive(Object, Default)]
@@ -88,7 +88,7 @@ fn garbage_is_hidden_at_once_and_freed_even_when_referenced() {
     assert!(heap.get(g.downgrade()).is_none());
     assert!(heap.get(&strong).is_none());
     assert!(heap.upgrade(g.downgrade()).is_none());
-    assert_eq!(heap.try_get(g).err(), Some(Error::Garbage(g.any())));
+    assert_eq!(heap.try_get(g).err(), Some(ResolveError::Garbage(g.any())));
     assert_eq!(heap.get_even_if_garbage(g).unwrap().value, 7);
     assert_eq!(heap.get_even_if_garbage(g.downgrade()).unwrap().value, 7);
     assert!(heap.get_mut(g).is_none(), "garbage cannot be edited");
@@ -101,7 +101,7 @@ fn garbage_is_hidden_at_once_and_freed_even_when_referenced() {
     let s = heap.collect().unwrap();
     assert_eq!((s.marked, s.freed), (1, 2));
     assert!(heap.get_even_if_garbage(g).is_none());
-    assert_eq!(heap.try_get(g).err(), Some(Error::Stale(g.any())));
+    assert_eq!(heap.try_get(g).err(), Some(ResolveError::Stale(g.any())));
     assert!(heap.get(only_via_g).is_none());
     // The references that pointed at it are stale now, forever.
     assert!(heap.get(heap[root].next[0]).is_none());

@@ -19,7 +19,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use coreobject::{
-    AnyObj, Error, Heap, HeapConfig, HookId, Obj, Object, Referencer, StrongObj, Visitor, Weak,
+    AnyObj, Error, Heap, HeapConfig, HookId, Obj, Object, Referencer, ResolveError, StrongObj,
+    Visitor, Weak,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -327,7 +328,10 @@ impl World {
                     self.objs[i].rooted = false;
                     assert!(!self.heap.is_rooted(self.objs[i].h));
                 } else {
-                    assert!(matches!(res, Err(Error::Stale(_))), "{res:?}");
+                    assert!(
+                        matches!(res, Err(coreobject::Error::Resolve(ResolveError::Stale(_)))),
+                        "{res:?}"
+                    );
                 }
             }
             Op::Hold(i) => {
@@ -361,7 +365,10 @@ impl World {
                 let res = self.heap.mark_as_garbage(self.objs[i].h);
                 let m = &mut self.objs[i];
                 if !m.alive {
-                    assert!(matches!(res, Err(Error::Stale(_))), "{res:?}");
+                    assert!(
+                        matches!(res, Err(coreobject::Error::Resolve(ResolveError::Stale(_)))),
+                        "{res:?}"
+                    );
                 } else if m.pool {
                     assert_eq!(res, Err(Error::Permanent(m.h.any())));
                 } else {

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::fmt::Debug;
 use std::hash::Hash;
 
-use coreobject::{serial, AnyObj, Error, Heap, HeapConfig, Obj, Object, Weak};
+use coreobject::{serial, AnyObj, Error, Heap, HeapConfig, Obj, Object, ResolveError, Weak};
 
 #[derive(Object, Default, Debug, PartialEq)]
 struct Hero {
@@ -93,14 +93,14 @@ fn downgrade_and_upgrade() {
     let h = heap.create(Hero { hp: 7 });
     let w = h.downgrade();
     assert_eq!(w.any(), h.any());
-    assert_eq!(w.strong(), h);
+    assert_eq!(w.to_obj(), h);
     assert_eq!(heap.upgrade(w), Some(h));
     assert_eq!(heap.get(w).map(|x| x.hp), Some(7));
 
     heap.collect().unwrap(); // nothing roots it
     assert_eq!(heap.upgrade(w), None);
     assert!(heap.get(w).is_none());
-    assert!(heap.get(w.strong()).is_none());
+    assert!(heap.get(w.to_obj()).is_none());
 
     // The slot is reused by an object of the same class: the weak handle
     // still never resolves.
@@ -131,7 +131,7 @@ fn any_downcast_checks_the_class() {
     let err = heap.try_get(wrong).unwrap_err();
     assert_eq!(
         err,
-        Error::WrongClass {
+        ResolveError::WrongClass {
             handle: any,
             expected: "Rock",
             actual: "Hero",
@@ -236,7 +236,7 @@ fn exhausted_slot_is_retired_and_old_handles_never_resolve() {
         }
         for o in &old {
             assert!(heap.get(*o).is_none(), "bits {bits}: {o:?} resolved");
-            assert!(matches!(heap.try_get(*o), Err(Error::Stale(_))));
+            assert!(matches!(heap.try_get(*o), Err(ResolveError::Stale(_))));
         }
     }
 }
@@ -275,7 +275,7 @@ fn foreign_handles_are_reported_and_never_resolve() {
     let h = a.create(Hero { hp: 1 });
     let mine = b.create(Hero { hp: 2 });
     assert_eq!(h.index(), mine.index());
-    let foreign = Error::Foreign {
+    let foreign = ResolveError::Foreign {
         handle: h.any(),
         handle_heap: a.tag(),
         this_heap: b.tag(),
@@ -284,8 +284,8 @@ fn foreign_handles_are_reported_and_never_resolve() {
     assert!(b.get(h).is_none());
     assert!(b.get(h.downgrade()).is_none());
     assert!(!b.contains(h));
-    assert_eq!(b.add_to_root(h), Err(foreign.clone()));
-    assert_eq!(b.mark_as_garbage(h), Err(foreign.clone()));
+    assert_eq!(b.add_to_root(h), Err(foreign.clone().into()));
+    assert_eq!(b.mark_as_garbage(h), Err(foreign.clone().into()));
     assert!(b.strong(h).is_none());
     assert!(b.upgrade(h.downgrade()).is_none());
     let text = foreign.to_string();
@@ -351,7 +351,7 @@ fn old_handles_never_resolve_after_their_tag_is_reused() {
         assert!(!b.contains(*h));
         let err = b.try_get(*h).unwrap_err();
         assert!(
-            matches!(err, Error::Foreign { .. }),
+            matches!(err, ResolveError::Foreign { .. }),
             "a generation below the new heap's floor is an older heap's: {err:?}"
         );
     }

@@ -399,7 +399,7 @@ fn a_pool_filled_exactly_refuses_to_reopen() {
     heap.close_disregard_for_gc();
     assert_eq!(
         heap.open_disregard_for_gc(),
-        Err(Error::DisregardPool("the pool is full"))
+        Err(Error::DisregardPool(coreobject::PoolError::Full))
     );
     let mut no_pool = pool_heap(0);
     let err = no_pool.open_disregard_for_gc().unwrap_err();

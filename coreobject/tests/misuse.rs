@@ -24,7 +24,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
-use coreobject::{AnyObj, Error, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent};
+use coreobject::{
+    AnyObj, Error, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent, ResolveError,
+};
 
 #[derive(Object, Default, Debug)]
 struct Rock {
@@ -64,7 +66,7 @@ fn stale_handle() {
     assert_eq!(again.index(), h.index());
 
     let err = heap.try_get(h).unwrap_err();
-    assert_eq!(err, Error::Stale(h.any()));
+    assert_eq!(err, ResolveError::Stale(h.any()));
     let text = err.to_string();
     assert!(text.starts_with("stale handle AnyObj<_>(#0 gen "), "{text}");
     assert!(text.ends_with("its object was freed"), "{text}");
@@ -72,10 +74,22 @@ fn stale_handle() {
     assert!(heap.get_mut(h).is_none());
     assert!(heap.strong(h).is_none());
     assert!(heap.upgrade(h.downgrade()).is_none());
-    assert_eq!(heap.add_to_root(h), Err(Error::Stale(h.any())));
-    assert_eq!(heap.remove_from_root(h), Err(Error::Stale(h.any())));
-    assert_eq!(heap.mark_as_garbage(h), Err(Error::Stale(h.any())));
-    assert_eq!(heap.clear_garbage(h), Err(Error::Stale(h.any())));
+    assert_eq!(
+        heap.add_to_root(h),
+        Err(coreobject::Error::Resolve(ResolveError::Stale(h.any())))
+    );
+    assert_eq!(
+        heap.remove_from_root(h),
+        Err(coreobject::Error::Resolve(ResolveError::Stale(h.any())))
+    );
+    assert_eq!(
+        heap.mark_as_garbage(h),
+        Err(coreobject::Error::Resolve(ResolveError::Stale(h.any())))
+    );
+    assert_eq!(
+        heap.clear_garbage(h),
+        Err(coreobject::Error::Resolve(ResolveError::Stale(h.any())))
+    );
     assert!(heap.class_of(h).is_none());
     assert!(heap.path_name(h).is_none());
     assert_eq!(heap.strong_count(h), 0);
@@ -94,7 +108,7 @@ fn foreign_handle() {
     let err = b.try_get(h).unwrap_err();
     assert_eq!(
         err,
-        Error::Foreign {
+        ResolveError::Foreign {
             handle: h.any(),
             handle_heap: a.tag(),
             this_heap: b.tag()
@@ -109,10 +123,16 @@ fn foreign_handle() {
             b.tag()
         )
     );
-    assert!(matches!(b.add_to_root(h), Err(Error::Foreign { .. })));
+    assert!(matches!(
+        b.add_to_root(h),
+        Err(coreobject::Error::Resolve(ResolveError::Foreign { .. }))
+    ));
     // As an outer, a foreign handle is refused too.
     let spawned = b.spawn(Rock::default()).outer(h).create();
-    assert!(matches!(spawned, Err(Error::Foreign { .. })));
+    assert!(matches!(
+        spawned,
+        Err(coreobject::Error::Resolve(ResolveError::Foreign { .. }))
+    ));
     assert_eq!(b.len(), 1);
 }
 
@@ -128,7 +148,7 @@ fn garbage_and_wrong_class_handles() {
     );
     heap.mark_as_garbage(rock).unwrap();
     let err = heap.try_get(rock).unwrap_err();
-    assert_eq!(err, Error::Garbage(rock.any()));
+    assert_eq!(err, ResolveError::Garbage(rock.any()));
     assert!(
         err.to_string().contains("garbage or being destroyed"),
         "{err}"
@@ -137,9 +157,14 @@ fn garbage_and_wrong_class_handles() {
     // Garbage cannot become an outer or a root.
     assert!(matches!(
         heap.spawn(Tree).outer(rock).create(),
-        Err(Error::Garbage(_))
+        Err(coreobject::Error::Resolve(ResolveError::Garbage(_)))
     ));
-    assert_eq!(heap.add_to_root(rock), Err(Error::Garbage(rock.any())));
+    assert_eq!(
+        heap.add_to_root(rock),
+        Err(coreobject::Error::Resolve(ResolveError::Garbage(
+            rock.any()
+        )))
+    );
     heap.clear_garbage(rock).unwrap();
     assert!(heap.get(rock).is_some(), "clear_garbage undoes the mark");
 }
@@ -271,7 +296,11 @@ fn bad_names_and_outers() {
     assert_eq!(heap.len(), 1, "refused creations allocate nothing");
     heap.collect().unwrap();
     let err = heap.spawn(Tree).outer(first).create().unwrap_err();
-    assert_eq!(err, Error::Stale(first.any()), "a freed outer is refused");
+    assert_eq!(
+        err,
+        coreobject::Error::Resolve(ResolveError::Stale(first.any())),
+        "a freed outer is refused"
+    );
     assert!(heap.is_empty());
 }
 

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use coreobject::{serial, Error, Heap, HeapConfig, Obj, Object};
+use coreobject::{serial, Error, Heap, HeapConfig, Obj, Object, ResolveError};
 use proptest::prelude::*;
 
 #[derive(Object)]
@@ -177,7 +177,7 @@ fn check(heap: &Heap, m: &Model, issued: &[Obj<Cell>]) -> Result<(), TestCaseErr
             }
             Some(&(value, State::Garbage)) => {
                 prop_assert!(heap.get(h).is_none(), "garbage {:?} resolved", h);
-                prop_assert_eq!(heap.try_get(h).err(), Some(Error::Garbage(h.any())));
+                prop_assert_eq!(heap.try_get(h).err(), Some(ResolveError::Garbage(h.any())));
                 prop_assert_eq!(heap.get_even_if_garbage(h).map(|c| c.value), Some(value));
                 prop_assert!(heap.is_garbage(h));
             }
@@ -185,7 +185,7 @@ fn check(heap: &Heap, m: &Model, issued: &[Obj<Cell>]) -> Result<(), TestCaseErr
                 prop_assert!(heap.get(h).is_none(), "stale {:?} resolved", h);
                 prop_assert!(heap.get_even_if_garbage(h).is_none());
                 prop_assert!(!heap.contains(h));
-                prop_assert_eq!(heap.try_get(h).err(), Some(Error::Stale(h.any())));
+                prop_assert_eq!(heap.try_get(h).err(), Some(ResolveError::Stale(h.any())));
             }
         }
     }

@@ -16,7 +16,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
-use coreobject::table::CHUNK_SIZE;
+use coreobject::CHUNK_SIZE;
 use coreobject::{
     DestroyCx, Heap, HeapConfig, Lifecycle, Obj, Object, ObjectEvent, StrongObj, Weak,
 };

@@ -3,15 +3,19 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
+use parking_lot::RwLock;
+
+use crate::array::{flags, Item, ObjectArray, CHUNK_SIZE};
 use crate::handle::AnyObj;
-use crate::heap::Heap;
-use crate::item::flags;
-use crate::table::CHUNK_SIZE;
+use crate::listener::HookId;
+use crate::names::Names;
+use crate::referencer::Referencer;
 use crate::trace::{PathSeg, Visitor};
 
 /// Why the first object of a [`RefChain`] is alive.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RootKind {
     /// It is in the root set (`add_to_root`).
@@ -25,6 +29,7 @@ pub enum RootKind {
 }
 
 /// One object on a reference chain.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefLink {
     /// The object.
@@ -39,6 +44,7 @@ pub struct RefLink {
 }
 
 /// A path from a root to an object: why it is alive.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefChain {
     /// Why the first link is alive.
@@ -122,6 +128,7 @@ impl Visitor for Paths {
 }
 
 /// One class's share of memory.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClassMemory {
     /// Class name.
@@ -133,6 +140,7 @@ pub struct ClassMemory {
 }
 
 /// Where the heap's memory goes (Unreal's `memreport`).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryReport {
     /// Per class, largest first.
@@ -172,10 +180,17 @@ impl fmt::Display for MemoryReport {
     }
 }
 
-impl Heap {
+/// The heap's parts a report reads.
+pub(crate) struct Reports<'a> {
+    pub(crate) array: &'a ObjectArray,
+    pub(crate) names: &'a RwLock<Names>,
+    pub(crate) referencers: &'a [(HookId, Arc<dyn Referencer>)],
+}
+
+impl Reports<'_> {
     fn edges_of(&self, index: u32) -> Vec<AnyObj> {
         let mut e = Edges(Vec::new());
-        if let Some(o) = self.slot(index) {
+        if let Some(o) = self.array.slot(self.names, index) {
             let p = o.header_ptr();
             // SAFETY: `p` is a live header of its own class; `&self` keeps it alive.
             unsafe { (p.as_ref().class.vt.trace_dyn)(p, &mut e) };
@@ -191,7 +206,7 @@ impl Heap {
             segs: Vec::new(),
             out: Vec::new(),
         };
-        if let Some(o) = self.slot(index) {
+        if let Some(o) = self.array.slot(self.names, index) {
             let p = o.header_ptr();
             // SAFETY: as in `edges_of`.
             unsafe { (p.as_ref().class.vt.trace_dyn)(p, &mut paths) };
@@ -203,37 +218,20 @@ impl Heap {
             .unwrap_or_else(|| "(outer)".to_string())
     }
 
-    /// The shortest reference chains from a root to `target`: why it is
-    /// alive (Unreal's `obj refs`). Returns up to `max` chains, all of the
-    /// shortest length; empty if nothing keeps the object alive.
-    ///
-    /// ```
-    /// use coreobject::{Heap, Obj, Object};
-    /// #[derive(Object, Default)]
-    /// struct World { levels: Vec<Obj<Level>> }
-    /// #[derive(Object, Default)]
-    /// struct Level { actors: Vec<Obj<Hero>> }
-    /// #[derive(Object, Default)]
-    /// struct Hero;
-    ///
-    /// let mut heap = Heap::new();
-    /// let hero = heap.spawn(Hero).name("Hero").create().unwrap();
-    /// let level = heap.create(Level { actors: vec![hero] });
-    /// let world = heap.spawn(World { levels: vec![level] }).name("World").root().create().unwrap();
-    /// let chains = heap.reference_chains(hero, 4);
-    /// assert_eq!(chains[0].to_string(), format!("(rooted) World.levels[0] -> Level_{}.actors[0] -> Hero", level.index()));
-    /// ```
-    pub fn reference_chains(&self, target: impl Into<AnyObj>, max: usize) -> Vec<RefChain> {
+    pub(crate) fn reference_chains(&self, target: impl Into<AnyObj>, max: usize) -> Vec<RefChain> {
         let target = target.into();
-        if self.lookup(target, 0).is_err() || max == 0 {
+        if self.array.lookup(target, 0).is_err() || max == 0 {
             return Vec::new();
         }
-        let hw = self.table.high_water();
+        let hw = self.array.high_water();
         let mut depth = vec![u32::MAX; hw as usize];
         let mut parents: HashMap<u32, Vec<(u32, usize)>> = HashMap::new();
         let mut root_of: HashMap<u32, RootKind> = HashMap::new();
         let mut queue = VecDeque::new();
         let mut seed = |i: u32, kind: RootKind, depth: &mut Vec<u32>, queue: &mut VecDeque<u32>| {
+            if i as usize >= depth.len() {
+                depth.resize(i as usize + 1, u32::MAX);
+            }
             if depth[i as usize] == u32::MAX {
                 depth[i as usize] = 0;
                 root_of.insert(i, kind);
@@ -241,13 +239,15 @@ impl Heap {
             }
         };
         for i in 0..hw {
-            let Some(o) = self.slot(i) else { continue };
-            let item = self.table.chunks.at(i);
+            let Some(o) = self.array.slot(self.names, i) else {
+                continue;
+            };
+            let item = self.array.at(i);
             let f = item.flags();
             if f & flags::DEAD != 0 {
                 continue;
             }
-            let rc = item.refcount.load(Ordering::Relaxed) as usize;
+            let rc = item.refcount() as usize;
             if f & flags::ROOT != 0 {
                 seed(i, RootKind::Rooted, &mut depth, &mut queue);
             } else if rc > 0 {
@@ -256,11 +256,11 @@ impl Heap {
                 seed(i, RootKind::Disregard, &mut depth, &mut queue);
             }
         }
-        for (_, r) in &self.referencers {
+        for (_, r) in self.referencers {
             let mut e = Edges(Vec::new());
             r.add_referenced_objects(&mut e);
             for h in e.0 {
-                if self.lookup(h, flags::DEAD).is_ok() {
+                if self.array.lookup(h, flags::DEAD).is_ok() {
                     seed(
                         h.index(),
                         RootKind::Referencer(r.referencer_name()),
@@ -271,16 +271,24 @@ impl Heap {
             }
         }
         let t = target.index();
+        if t as usize >= depth.len() {
+            depth.resize(t as usize + 1, u32::MAX);
+        }
         while let Some(u) = queue.pop_front() {
             let d = depth[u as usize];
             if depth[t as usize] != u32::MAX && d >= depth[t as usize] {
                 break;
             }
             for (k, v) in self.edges_of(u).into_iter().enumerate() {
-                if self.lookup(v, flags::DEAD).is_err() {
+                if self.array.lookup(v, flags::DEAD).is_err() {
                     continue;
                 }
                 let vi = v.index();
+                // Objects created (through `&Heap`, on another thread) after
+                // the table was sized join it here.
+                if vi as usize >= depth.len() {
+                    depth.resize(vi as usize + 1, u32::MAX);
+                }
                 let dv = &mut depth[vi as usize];
                 if *dv == u32::MAX {
                     *dv = d + 1;
@@ -322,7 +330,10 @@ impl Heap {
         // `rev` runs target → root; each entry's edge index leads to the entry before it.
         let mut links = Vec::with_capacity(rev.len());
         for (n, &(i, k)) in rev.iter().enumerate().rev() {
-            let o = self.slot(i).expect("on chain, so allocated");
+            let o = self
+                .array
+                .slot(self.names, i)
+                .expect("on chain, so allocated");
             let _ = n;
             links.push(RefLink {
                 object: o.id(),
@@ -334,24 +345,14 @@ impl Heap {
         RefChain { root, links }
     }
 
-    /// Memory per class and for the heap's own structures (Unreal's
-    /// `memreport`).
-    ///
-    /// ```
-    /// # use coreobject::{Heap, Object};
-    /// #[derive(Object, Default)]
-    /// struct Mesh { verts: [f32; 30] }
-    /// let heap = Heap::new();
-    /// heap.create(Mesh::default());
-    /// let r = heap.memory_report();
-    /// assert_eq!(r.classes[0].class, "Mesh");
-    /// assert!(r.classes[0].bytes >= 120);
-    /// println!("{r}");
-    /// ```
-    pub fn memory_report(&self) -> MemoryReport {
+    pub(crate) fn memory_report(
+        &self,
+        collector_bytes: usize,
+        listener_bytes: usize,
+    ) -> MemoryReport {
         let mut by: HashMap<*const crate::Class, ClassMemory> = HashMap::new();
-        for i in 0..self.table.high_water() {
-            if let Some(o) = self.slot(i) {
+        for i in 0..self.array.high_water() {
+            if let Some(o) = self.array.slot(self.names, i) {
                 let c = o.class();
                 let e = by.entry(c as *const _).or_insert(ClassMemory {
                     class: c.name(),
@@ -367,11 +368,13 @@ impl Heap {
         MemoryReport {
             object_bytes: classes.iter().map(|c| c.bytes).sum(),
             classes,
-            table_bytes: self.table.chunks.allocated_chunks()
+            table_bytes: self.array.allocated_chunks()
                 * CHUNK_SIZE as usize
-                * std::mem::size_of::<crate::item::Item>(),
-            collector_bytes: self.gc.bits.capacity() * 8 + self.table.free_remaining() * 4,
-            listener_bytes: self.listeners_allocated_size(),
+                * std::mem::size_of::<Item>(),
+            collector_bytes: collector_bytes
+                + self.array.free_remaining() * 4
+                + self.array.list_bytes(),
+            listener_bytes,
         }
     }
 }

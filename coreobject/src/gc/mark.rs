@@ -25,10 +25,11 @@
 use std::collections::VecDeque;
 use std::ptr::NonNull;
 
+use std::time::Instant;
+
+use crate::array::{flags, Chunks};
 use crate::handle::AnyObj;
-use crate::item::flags;
 use crate::object::Header;
-use crate::table::Chunks;
 use crate::trace::{prefetch_line, Visitor};
 
 /// Objects in flight in each ring: enough to cover a memory miss with the
@@ -78,6 +79,19 @@ impl Ring {
         self.len -= 1;
         Some(p)
     }
+}
+
+/// How often (in objects scanned) a budgeted drain reads the clock.
+const CLOCK_EVERY: usize = 256;
+
+/// What popping the queue gave.
+enum Pop {
+    /// The queue is empty.
+    Empty,
+    /// The entry was stale, garbage, in the pool or already marked.
+    Skip,
+    /// A newly marked object, to scan.
+    Grey(NonNull<Header>),
 }
 
 /// The collector's visitor.
@@ -136,11 +150,12 @@ impl<'a> Marker<'a> {
         }
     }
 
-    /// Pops and validates the next queued handle; marks it. `Some(None)`
-    /// means the entry was stale or already marked.
+    /// Pops and validates the next queued handle; marks it.
     #[inline(always)]
-    fn pop_grey(&mut self) -> Option<Option<NonNull<Header>>> {
-        let bits = self.queue.pop_front()?;
+    fn pop_grey(&mut self) -> Pop {
+        let Some(bits) = self.queue.pop_front() else {
+            return Pop::Empty;
+        };
         if let Some(&ahead) = self.queue.get(LOOKAHEAD) {
             if let Some(item) = self.chunks.get(ahead as u32) {
                 prefetch_line(item as *const _);
@@ -148,31 +163,51 @@ impl<'a> Marker<'a> {
         }
         let (i, serial) = (bits as u32, (bits >> 32) as u32);
         if self.is_marked(i) {
-            return Some(None);
+            return Pop::Skip;
         }
         let item = self.chunks.at(i);
         if item.serial() != serial || item.flags() & (flags::DEAD | flags::DISREGARD) != 0 {
-            return Some(None);
+            return Pop::Skip;
         }
         let Some(p) = item.object() else {
-            return Some(None);
+            return Pop::Skip;
         };
-        self.bits[(i >> 6) as usize] |= 1 << (i & 63);
+        self.set_mark(i);
         self.marked += 1;
         prefetch_line(p.as_ptr());
-        Some(Some(p))
+        Pop::Grey(p)
     }
 
-    /// Marks everything reachable from what was visited so far.
-    pub(crate) fn drain(&mut self) {
+    /// Sets slot `i`'s mark bit (below the cycle's high water).
+    #[inline(always)]
+    pub(crate) fn set_mark(&mut self, i: u32) {
+        if i < self.high_water {
+            self.bits[(i >> 6) as usize] |= 1 << (i & 63);
+        }
+    }
+
+    /// Whether slot `i` is marked; slots at or above the cycle's high water
+    /// were created during it and count as marked.
+    #[inline(always)]
+    pub(crate) fn is_black(&self, i: u32) -> bool {
+        i >= self.high_water || self.is_marked(i)
+    }
+
+    /// Marks everything reachable from what was visited so far, or until
+    /// `deadline` passes. Returns `true` when the queue ran dry, `false` when
+    /// the deadline stopped it; either way every object marked so far has
+    /// been scanned (the rings are flushed), so the mutator may run.
+    pub(crate) fn drain(&mut self, deadline: Option<Instant>) -> bool {
         let (mut a, mut b) = (Ring::new(), Ring::new());
+        let mut until_clock = CLOCK_EVERY;
+        let mut open = true;
         loop {
             // Stage 2: keep ring A full from the queue.
-            while !a.is_full() {
+            while open && !a.is_full() {
                 match self.pop_grey() {
-                    None => break,
-                    Some(None) => continue,
-                    Some(Some(p)) => a.push(p),
+                    Pop::Empty => break,
+                    Pop::Skip => continue,
+                    Pop::Grey(p) => a.push(p),
                 }
             }
             // Stage 3: move one object from A into B, scanning B's oldest to
@@ -187,8 +222,18 @@ impl<'a> Marker<'a> {
                 b.push(p);
             } else if let Some(oldest) = b.pop() {
                 self.scan(oldest);
+            } else if open && !self.queue.is_empty() {
+                continue;
             } else {
-                break;
+                return open;
+            }
+            until_clock -= 1;
+            if until_clock == 0 {
+                until_clock = CLOCK_EVERY;
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    // Stop taking new objects; flush the rings.
+                    open = false;
+                }
             }
         }
     }

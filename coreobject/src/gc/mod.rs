@@ -1,27 +1,69 @@
-//! The garbage collector: stop-the-world mark and sweep over the object table.
+//! The garbage collector: mark and sweep over the object array, stop-the-world
+//! or incremental under a per-tick time budget.
 //!
-//! A collection runs in four phases, each a `tracing` span:
+//! A cycle runs in two phases, each a `tracing` span:
 //!
-//! 1. **roots** — objects in the root set ([`Heap::add_to_root`]), objects with
+//! 1. **mark** — from the roots: objects in the root set
+//!    ([`Heap::add_to_root`](crate::Heap::add_to_root)), objects with
 //!    [`StrongObj`](crate::StrongObj) handles, the references of
 //!    disregard-for-GC pool objects, and everything external
-//!    [`Referencer`](crate::Referencer)s report;
-//! 2. **mark** — a breadth-first work queue over reflected fields and
-//!    outers, run as a prefetching pipeline (module `gc/mark.rs`): the
-//!    table item, the object and its reference buffers are each requested
-//!    a few steps before they are read. Objects marked as garbage are never
-//!    marked, so references to them go stale;
-//! 3. **sweep** — every allocated, unmarked object outside the pool is flagged
-//!    unreachable and gets `begin_destroy`;
-//! 4. **destroy** — objects ready for it get `finish_destroy`, delete
-//!    listeners, a new slot serial and a free index, then are dropped
-//!    (module `gc/sweep.rs`). Objects whose class has no hooks are flagged
-//!    in their item and skip the hook calls.
+//!    [`Referencer`]s report; then a breadth-first work
+//!    queue over reflected fields and outers, run as a prefetching pipeline
+//!    (module `gc/mark.rs`). Objects marked as garbage are never marked, so
+//!    references to them go stale.
+//! 2. **purge** (module `gc/sweep.rs`) — every allocated, unmarked object
+//!    outside the pool is flagged unreachable and gets `begin_destroy`; then
+//!    objects ready for it get `finish_destroy`; then delete listeners run,
+//!    the slot's serial moves on, its index returns to the free list and the
+//!    value is dropped. Objects whose class has no hooks skip the hook calls
+//!    and cost no scratch memory: the purge finds them in the mark bitmap.
 //!
 //! Marks live in a side bitmap (one bit per slot), cleared with a `memset` of
-//! `slots / 8` bytes per collection: for a million objects that is 128 KiB,
-//! so flipping the meaning of the mark bit, as Unreal does to skip a pass over
-//! its 24-byte items, would buy nothing here.
+//! `slots / 8` bytes per cycle: for a million objects that is 128 KiB.
+//!
+//! # Incremental collection
+//!
+//! With [`GcConfig::incremental`], each [`Heap::tick`](crate::Heap::tick)
+//! runs one slice of at most that budget, and the program runs between
+//! slices. What keeps that correct:
+//!
+//! * **The write barrier.** [`Heap::get_mut`](crate::Heap::get_mut) (and
+//!   `heap[h] = …`) is the only way to change an object. While a cycle marks,
+//!   it puts the object on a re-scan list (once per cycle, through an item
+//!   flag); the last step of marking re-scans every listed object that was
+//!   already marked, so a reference stored into a scanned object is found.
+//!   When no cycle marks, the barrier is one predictable branch.
+//! * **Allocation is black.** Objects created while a cycle is in flight,
+//!   through `&Heap` on any thread or `&mut Heap`, carry a `BORN` flag: the
+//!   cycle never frees them, and marking scans them (they are found, without
+//!   any lock at creation, in the slots the index allocator handed out since
+//!   the previous slice).
+//! * **New roots are seen.** Roots added and strong handles taken during a
+//!   cycle join the root list, which marking reads again at its end, as it
+//!   does every referencer's report and every object whose garbage mark was
+//!   cleared.
+//! * **Unreachable means gone.** From the moment marking ends, an object it
+//!   did not reach resolves to nothing, even before the purge reaches it:
+//!   resolution consults the cycle's mark bitmap until every such object is
+//!   flagged.
+//! * **Progress.** Marking ends in a slice whose work lists, once emptied,
+//!   stay empty: no mutator runs inside a slice. Each slice that does not end
+//!   marking has marked at least one object that was unmarked (or it ran out
+//!   of budget while marking), and objects created during the cycle are
+//!   already black, so a cycle cannot be kept from finishing by a mutator
+//!   that re-greys objects: the re-scan of already-marked objects at the end
+//!   of marking costs time proportional to the objects changed since the
+//!   previous slice, never to the heap.
+//! * **Keeping up.** When objects created during a cycle exceed
+//!   [`GcConfig::incremental_debt`] times the objects alive at its start,
+//!   the next tick finishes the cycle at once (as Unreal does when a new
+//!   collection is due while one is pending); [`CollectStats::forced`] says
+//!   so.
+//!
+//! Handles on the stack are not roots, in either mode: an object reachable
+//! only from a local handle when marking ends is freed by that cycle, even if
+//! the handle is stored into a live object later (the store then holds a
+//! stale handle, never a dangling one).
 //!
 //! ```
 //! use coreobject::{Heap, Obj, Object};
@@ -38,170 +80,116 @@
 
 pub(crate) mod debug;
 pub(crate) mod mark;
-pub(crate) mod sweep;
+pub(crate) mod stats;
+mod sweep;
 
-use std::sync::atomic::Ordering;
+use std::collections::VecDeque;
+use std::num::NonZeroU32;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::{Mutex, RwLock};
+
+use crate::array::{flags, Item, ObjectArray};
 use crate::config::GcConfig;
-use crate::error::Error;
 use crate::handle::AnyObj;
-use crate::heap::Heap;
-use crate::item::flags;
-use crate::listener::HookId;
+use crate::lifecycle::{guard, resume, Caught};
+use crate::listener::{HookId, Listeners};
+use crate::names::Names;
+use crate::referencer::Referencer;
 use crate::trace::Visitor;
 
-pub use debug::{ClassMemory, MemoryReport, RefChain, RefLink, RootKind};
 pub(crate) use mark::Marker;
-pub use sweep::DestroyCx;
-use sweep::{guard, Caught, Pending};
-
-/// What started a collection.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Trigger {
-    /// [`Heap::collect`] was called.
-    #[default]
-    Explicit,
-    /// [`GcConfig::every_frame`](crate::GcConfig::every_frame): every tick.
-    EveryFrame,
-    /// [`GcConfig::interval`](crate::GcConfig::interval) elapsed.
-    Interval,
-    /// [`GcConfig::object_threshold`](crate::GcConfig::object_threshold) reached.
-    ObjectCount,
-    /// [`GcConfig::bytes_threshold`](crate::GcConfig::bytes_threshold) reached.
-    Bytes,
-}
-
-/// What one collection did.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CollectStats {
-    /// What started it.
-    pub trigger: Trigger,
-    /// Time gathering roots and marking.
-    pub mark: Duration,
-    /// Time finding unreachable objects and running `begin_destroy`.
-    pub sweep: Duration,
-    /// Time finishing, freeing and dropping.
-    pub destroy: Duration,
-    /// Wall time of the whole collection, pre-collection callbacks included.
-    pub total: Duration,
-    /// Roots found (root set, strong handles, referencers' reports).
-    pub roots: usize,
-    /// Objects marked reachable (pool objects are not counted).
-    pub marked: usize,
-    /// Objects found unreachable this time.
-    pub unreachable: usize,
-    /// Objects freed (this time's and earlier pending ones now ready).
-    pub freed: usize,
-    /// Bytes of object allocations freed (header and value).
-    pub freed_bytes: usize,
-    /// Objects still waiting for `is_ready_for_finish_destroy`.
-    pub pending: usize,
-    /// Objects allocated after the collection.
-    pub live: usize,
-    /// Slices the cycle took (1 for a stop-the-world collection).
-    pub slices: usize,
-    /// The longest slice.
-    pub max_slice: Duration,
-}
-
-/// Where the collector is in a cycle.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Phase {
-    /// No cycle in flight.
-    #[default]
-    Idle,
-    /// Marking: tracing from the roots, in slices when incremental.
-    Mark,
-    /// Purging: flagging unreachable objects, `begin_destroy`,
-    /// `finish_destroy`, delete listeners and freeing, in slices when
-    /// incremental.
-    Purge,
-}
-
-/// What one [`Heap::tick`] did.
-///
-/// With [`GcConfig::incremental`](crate::GcConfig::incremental) set, a tick
-/// runs at most one budgeted slice of a cycle; without it, a tick either
-/// runs a whole collection (when a trigger fires) or polls objects waiting
-/// to finish destruction.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Tick {
-    /// The collector's phase after this tick.
-    pub phase: Phase,
-    /// Time spent in the collector during this tick, whatever the phase.
-    pub time: Duration,
-    /// Objects processed during this tick: marked, swept or destroyed.
-    pub work: usize,
-    /// Objects freed during this tick (this cycle's and earlier pending ones).
-    pub freed: usize,
-    /// The trigger of a cycle that started during this tick.
-    pub started: Option<Trigger>,
-    /// The stats of a cycle that completed during this tick.
-    pub completed: Option<CollectStats>,
-}
-
-impl Tick {
-    /// Whether the tick did anything at all.
-    pub fn did_work(&self) -> bool {
-        self.started.is_some() || self.completed.is_some() || self.work > 0 || self.freed > 0
-    }
-}
-
-/// Running totals (the Mundi collector's last/total counts).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct GcTotals {
-    /// Collections run.
-    pub collections: u64,
-    /// Objects freed by the last collection.
-    pub last_freed: usize,
-    /// Objects freed in total (by collections and by ticks that finished
-    /// pending objects).
-    pub total_freed: u64,
-    /// Bytes freed in total.
-    pub total_freed_bytes: u64,
-    /// Time spent collecting in total.
-    pub total_time: Duration,
-    /// The longest collection.
-    pub max_pause: Duration,
-}
-
-/// What pre-collection callbacks learn.
-#[derive(Clone, Copy, Debug)]
-pub struct PreCollect {
-    /// The number this collection will have (1 for the first).
-    pub collection: u64,
-    /// Objects allocated before it.
-    pub objects: usize,
-}
+pub use stats::{CollectStats, GcTotals, Phase, PreCollect, Tick, Trigger};
+use sweep::Pending;
 
 type PreHook = Box<dyn FnMut(&PreCollect) + Send + Sync>;
 type PostHook = Box<dyn FnMut(&CollectStats) + Send + Sync>;
 
-/// Buffers a collection fills and empties; see [`Collector::scratch`].
-#[derive(Default)]
-pub(crate) struct Scratch {
-    /// The previous root-candidate list.
-    roots: Vec<u32>,
-    /// Slots found unreachable by this collection.
-    pub(crate) newly: Vec<u32>,
-    /// Pending objects ready to finish, with whether their class has hooks.
-    pub(crate) ready: Vec<(u32, bool)>,
-    /// The spare pending list.
-    pub(crate) waiting: Vec<Pending>,
+/// Everything a collection touches, borrowed from the heap for one slice.
+pub(crate) struct Stage<'h> {
+    pub(crate) array: &'h mut ObjectArray,
+    pub(crate) names: &'h mut RwLock<Names>,
+    pub(crate) listeners: &'h Listeners,
+    pub(crate) referencers: &'h [(HookId, Arc<dyn Referencer>)],
 }
 
-/// The collector's state, owned by the heap.
+/// Where a cycle in flight is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Scanning the pool's objects, from this index.
+    Pool(u32),
+    /// Draining the work queue and re-scanning what changed.
+    Mark,
+    /// Flagging unreachable objects and running `begin_destroy`, from this
+    /// bitmap word.
+    Sweep(usize),
+    /// Polling pending objects' `is_ready_for_finish_destroy`, from this
+    /// position in the pending list.
+    Poll(usize),
+    /// Running `finish_destroy` on the ready ones, from this position.
+    Finish(usize),
+    /// Freeing, from this bitmap word.
+    Free(usize),
+}
+
+impl Step {
+    fn phase(self) -> Phase {
+        match self {
+            Step::Pool(_) | Step::Mark => Phase::Mark,
+            _ => Phase::Purge,
+        }
+    }
+}
+
+/// A cycle in flight.
+struct Cycle {
+    step: Step,
+    stats: CollectStats,
+    /// The high water when the cycle started: slots at or above it are newer.
+    hw: u32,
+    /// The pool's end when the cycle started.
+    pool_end: u32,
+    /// Objects the collector considered when the cycle started.
+    live_at_start: usize,
+    /// How much of the root list marking has read.
+    roots_seen: usize,
+    /// Objects created during the cycle, found so far.
+    born: Vec<u32>,
+    /// How many of `born` marking has scanned.
+    born_seen: usize,
+    /// Pending objects found not ready by this cycle's poll step.
+    waiting: Vec<Pending>,
+    /// Pending objects found ready, to finish.
+    ready: Vec<u32>,
+    /// The cycle must finish in the next slice, whatever the budget.
+    forced: bool,
+}
+
+/// The collector: its settings, its state between slices, its books.
 pub(crate) struct Collector {
-    pub(crate) config: GcConfig,
-    pub(crate) enabled: bool,
-    pub(crate) bits: Vec<u64>,
-    queue: std::collections::VecDeque<u64>,
-    pub(crate) pending: Vec<Pending>,
-    pub(crate) parked: Vec<u32>,
-    /// Scratch buffers kept between collections, so that a collection
-    /// allocates nothing once the heap has reached its working size.
-    pub(crate) scratch: Scratch,
+    config: GcConfig,
+    enabled: bool,
+    cycle: Option<Box<Cycle>>,
+    /// Whether a cycle is marking: the write barrier is on.
+    marking: bool,
+    /// Whether a cycle is in flight: creation flags objects `BORN`.
+    in_flight: bool,
+    bits: Vec<u64>,
+    queue: VecDeque<u64>,
+    /// Objects changed through `get_mut` during marking.
+    regrey: Vec<u32>,
+    /// Objects whose garbage mark was cleared during marking (from `&Heap`).
+    greyed: Mutex<Vec<AnyObj>>,
+    /// Objects waiting for `is_ready_for_finish_destroy` (classes with hooks only).
+    pending: Vec<Pending>,
+    /// The previous root-candidate list, kept for its buffer.
+    roots_scratch: Vec<u32>,
+    bytes_since_gc: AtomicUsize,
+    /// Objects the collector considered after the last cycle.
+    survivors: usize,
     totals: GcTotals,
     last: Option<CollectStats>,
     since_last: Duration,
@@ -209,16 +197,25 @@ pub(crate) struct Collector {
     post: Vec<(HookId, PostHook)>,
 }
 
+/// How often, in objects, the purge reads the clock.
+const PURGE_CLOCK_EVERY: usize = 64;
+
 impl Collector {
     pub(crate) fn new(config: GcConfig) -> Self {
         Collector {
             config,
             enabled: true,
+            cycle: None,
+            marking: false,
+            in_flight: false,
             bits: Vec::new(),
-            queue: std::collections::VecDeque::new(),
+            queue: VecDeque::new(),
+            regrey: Vec::new(),
+            greyed: Mutex::new(Vec::new()),
             pending: Vec::new(),
-            parked: Vec::new(),
-            scratch: Scratch::default(),
+            roots_scratch: Vec::new(),
+            bytes_since_gc: AtomicUsize::new(0),
+            survivors: 0,
             totals: GcTotals::default(),
             last: None,
             since_last: Duration::ZERO,
@@ -227,334 +224,485 @@ impl Collector {
         }
     }
 
-    pub(crate) fn parked_len(&self) -> usize {
-        self.parked.len()
+    // ----- settings and books -------------------------------------------------
+
+    pub(crate) fn config(&self) -> &GcConfig {
+        &self.config
     }
-}
-
-impl Heap {
-    /// Runs a full collection now. Refused with [`Error::GcDisabled`] while
-    /// the collector is disabled.
-    ///
-    /// # Panics
-    /// Resumes the first panic raised by a destruction hook, a delete
-    /// listener, a `Drop` or a post-collection callback, after the collection
-    /// has completed, its totals are counted and the heap is consistent (see
-    /// [`Lifecycle`](crate::Lifecycle)). A panic in a pre-collection callback
-    /// propagates at once, before anything is marked. A panic while marking (a
-    /// hand-written `Trace` or a [`Referencer`](crate::Referencer)) abandons
-    /// the collection with nothing freed and no root forgotten.
-    ///
-    /// ```
-    /// # use coreobject::{Error, Heap, Object};
-    /// # #[derive(Object, Default)] struct Coin;
-    /// let mut heap = Heap::new();
-    /// heap.create(Coin);
-    /// heap.set_enabled(false);
-    /// assert_eq!(heap.collect(), Err(Error::GcDisabled));
-    /// heap.set_enabled(true);
-    /// assert_eq!(heap.collect().unwrap().freed, 1);
-    /// ```
-    pub fn collect(&mut self) -> Result<CollectStats, Error> {
-        if !self.gc.enabled {
-            return Err(Error::GcDisabled);
-        }
-        Ok(self.collect_now(Trigger::Explicit))
+    pub(crate) fn config_mut(&mut self) -> &mut GcConfig {
+        &mut self.config
     }
-
-    fn collect_now(&mut self, trigger: Trigger) -> CollectStats {
-        let t0 = Instant::now();
-        let _span = tracing::info_span!("gc.collect", heap = self.lease.tag).entered();
-        let pre = PreCollect {
-            collection: self.gc.totals.collections + 1,
-            objects: self.len(),
-        };
-        for (_, cb) in &mut self.gc.pre {
-            cb(&pre);
-        }
-        self.table.sync();
-        self.release_parked();
-
-        let mut stats = CollectStats {
-            trigger,
-            ..CollectStats::default()
-        };
-        {
-            let _s = tracing::debug_span!("gc.mark").entered();
-            let (roots, marked) = self.mark();
-            stats.roots = roots;
-            stats.marked = marked;
-        }
-        let t1 = Instant::now();
-        let mut caught: Caught = None;
-        {
-            let _s = tracing::debug_span!("gc.sweep").entered();
-            let newly = self.find_unreachable();
-            stats.unreachable = newly.len();
-            self.begin_destroy_all(&newly, &mut caught);
-            self.gc.scratch.newly = newly;
-        }
-        let t2 = Instant::now();
-        {
-            let _s = tracing::debug_span!("gc.destroy").entered();
-            let freed = self.finish_ready(&mut caught);
-            stats.freed = freed.objects;
-            stats.freed_bytes = freed.bytes;
-        }
-        let t3 = Instant::now();
-        stats.mark = t1 - t0;
-        stats.sweep = t2 - t1;
-        stats.destroy = t3 - t2;
-        stats.pending = self.gc.pending.len();
-        stats.live = self.len();
-
-        self.bytes_since_gc.store(0, Ordering::Relaxed);
-        self.gc.since_last = Duration::ZERO;
-        stats.total = t0.elapsed();
-        stats.slices = 1;
-        stats.max_slice = stats.total;
-        let t = &mut self.gc.totals;
-        t.collections += 1;
-        t.last_freed = stats.freed;
-        t.total_freed += stats.freed as u64;
-        t.total_freed_bytes += stats.freed_bytes as u64;
-        t.total_time += stats.total;
-        t.max_pause = t.max_pause.max(stats.total);
-        self.gc.last = Some(stats.clone());
-        tracing::debug!(
-            marked = stats.marked,
-            freed = stats.freed,
-            total_us = stats.total.as_micros() as u64,
-            "collection done"
-        );
-        // Last, so that a panicking callback finds the books already kept.
-        for (_, cb) in &mut self.gc.post {
-            guard(&mut caught, || cb(&stats));
-        }
-        if let Some(p) = caught {
-            std::panic::resume_unwind(p);
-        }
-        stats
+    pub(crate) fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
+    }
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+    pub(crate) fn totals(&self) -> &GcTotals {
+        &self.totals
+    }
+    pub(crate) fn last(&self) -> Option<&CollectStats> {
+        self.last.as_ref()
+    }
+    pub(crate) fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+    pub(crate) fn phase(&self) -> Phase {
+        self.cycle.as_ref().map_or(Phase::Idle, |c| c.step.phase())
+    }
+    pub(crate) fn on_pre(&mut self, id: HookId, f: PreHook) {
+        self.pre.push((id, f));
+    }
+    pub(crate) fn on_post(&mut self, id: HookId, f: PostHook) {
+        self.post.push((id, f));
+    }
+    pub(crate) fn remove_callback(&mut self, id: HookId) -> bool {
+        let before = self.pre.len() + self.post.len();
+        self.pre.retain(|(i, _)| *i != id);
+        self.post.retain(|(i, _)| *i != id);
+        before != self.pre.len() + self.post.len()
     }
 
-    /// Marks from every root. Returns (roots, marked).
-    fn mark(&mut self) -> (usize, usize) {
-        let hw = self.table.high_water();
-        let words = (hw as usize).div_ceil(64);
-        self.gc.bits.clear();
-        self.gc.bits.resize(words, 0);
-        let mut queue = std::mem::take(&mut self.gc.queue);
-        let chunks = &*self.table.chunks;
+    /// Bytes the collector holds: bitmap, work lists, pending objects.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.bits.capacity() * 8
+            + self.queue.capacity() * 8
+            + self.regrey.capacity() * 4
+            + self.pending.capacity() * std::mem::size_of::<Pending>()
+            + self.roots_scratch.capacity() * 4
+            + self.cycle.as_ref().map_or(0, |c| {
+                c.born.capacity() * 4 + c.waiting.capacity() * std::mem::size_of::<Pending>()
+            })
+    }
 
-        // Root candidates: drop stale and duplicate entries, keep the rest.
-        let candidates = std::mem::take(self.root_candidates.get_mut());
-        for &i in &candidates {
-            chunks
-                .at(i)
-                .flags
-                .fetch_and(!flags::LISTED, Ordering::Relaxed);
-        }
-        let mut kept = std::mem::take(&mut self.gc.scratch.roots);
-        kept.clear();
-        let mut marker = Marker::new(chunks, &mut self.gc.bits, &mut queue, hw);
-        let mut roots = 0;
-        for &i in &candidates {
-            let item = chunks.at(i);
-            if item.object().is_none() {
-                continue;
-            }
-            let rooted =
-                item.flags() & flags::ROOT != 0 || item.refcount.load(Ordering::Acquire) > 0;
-            if !rooted || item.flags.fetch_or(flags::LISTED, Ordering::Relaxed) & flags::LISTED != 0
-            {
-                continue;
-            }
-            kept.push(i);
-            roots += 1;
-            if let Some(s) = std::num::NonZeroU32::new(item.serial()) {
-                marker.visit(AnyObj::new(i, s));
-            }
-        }
-        // Store the root list before any user code (trace functions,
-        // referencers) runs: if one panics, no root is forgotten.
-        *self.root_candidates.get_mut() = kept;
-        self.gc.scratch.roots = candidates;
+    // ----- what creation and mutation tell the collector ------------------------
 
-        // The pool's objects are permanent; what they reference stays alive.
-        let pool_end = if self.pool.open {
-            hw.min(self.pool.capacity)
+    /// Flags to give an object created now.
+    #[inline(always)]
+    pub(crate) fn birth_flags(&self) -> u32 {
+        if self.in_flight {
+            flags::BORN
         } else {
-            self.pool.end
-        };
-        for i in 0..pool_end {
-            let item = chunks.at(i);
-            if item.flags() & flags::DISREGARD != 0 {
-                if let Some(p) = item.object() {
-                    marker.scan(p);
-                }
-            }
+            0
         }
-
-        for (_, r) in &self.referencers {
-            let mut counting = CountVisits {
-                inner: &mut marker,
-                n: 0,
-            };
-            r.add_referenced_objects(&mut counting);
-            roots += counting.n;
-        }
-        marker.drain();
-        let marked = marker.marked;
-        self.gc.queue = queue;
-        (roots, marked)
     }
 
-    /// Advances the collection policy by one frame of `dt`; collects if a
-    /// trigger fires (interval, object count, bytes, or every frame), and
-    /// otherwise polls objects waiting to finish destruction.
-    ///
-    /// # Panics
-    /// As [`collect`](Self::collect).
-    ///
-    /// ```
-    /// use coreobject::{GcConfig, Heap, HeapConfig, Object, Trigger};
-    /// use std::time::Duration;
-    /// #[derive(Object, Default)] struct Spark;
-    /// let cfg = HeapConfig { gc: GcConfig { interval: Some(Duration::from_millis(50)), ..GcConfig::MANUAL }, ..HeapConfig::DEFAULT };
-    /// let mut heap = Heap::with_config(cfg).unwrap();
-    /// heap.create(Spark);
-    /// assert!(heap.tick(Duration::from_millis(16)).completed.is_none());
-    /// let stats = heap.tick(Duration::from_millis(40)).completed.unwrap();
-    /// assert_eq!(stats.trigger, Trigger::Interval);
-    /// assert!(heap.is_empty());
-    /// ```
-    pub fn tick(&mut self, dt: Duration) -> Tick {
-        let t0 = Instant::now();
-        self.gc.since_last = self.gc.since_last.saturating_add(dt);
-        if let Some(trigger) = self.due_trigger() {
-            let stats = self.collect_now(trigger);
-            return Tick {
-                phase: Phase::Idle,
-                time: t0.elapsed(),
-                work: stats.marked + stats.unreachable,
-                freed: stats.freed,
-                started: Some(trigger),
-                completed: Some(stats),
-            };
+    /// Counts bytes allocated, for the bytes trigger.
+    #[inline(always)]
+    pub(crate) fn note_alloc(&self, bytes: usize) {
+        if self.config.bytes_threshold.is_some() {
+            self.bytes_since_gc.fetch_add(bytes, Ordering::Relaxed);
         }
-        let mut tick = Tick::default();
-        if !self.gc.pending.is_empty() {
-            self.table.sync();
-            let mut caught: Caught = None;
-            let freed = self.finish_ready(&mut caught);
-            self.gc.totals.total_freed += freed.objects as u64;
-            self.gc.totals.total_freed_bytes += freed.bytes as u64;
-            tick.freed = freed.objects;
-            tick.work = freed.objects;
-            tick.time = t0.elapsed();
-            if let Some(p) = caught {
-                std::panic::resume_unwind(p);
-            }
-        }
-        tick
     }
+
+    /// The write barrier: every mutable access passes here.
+    #[inline(always)]
+    pub(crate) fn barrier(&mut self, item: &Item, index: u32) {
+        if self.marking {
+            self.regrey_slow(item, index);
+        }
+    }
+
+    #[cold]
+    fn regrey_slow(&mut self, item: &Item, index: u32) {
+        if item.set(flags::REGREY) & flags::REGREY == 0 {
+            self.regrey.push(index);
+        }
+    }
+
+    /// An object whose garbage mark was cleared: marking must look at it.
+    pub(crate) fn note_cleared_garbage(&self, h: AnyObj) {
+        if self.marking {
+            self.greyed.lock().push(h);
+        }
+    }
+
+    // ----- driving ----------------------------------------------------------------
 
     /// The first trigger that fires now, if the collector is enabled.
-    fn due_trigger(&self) -> Option<Trigger> {
-        let c = &self.gc.config;
-        if !self.gc.enabled {
+    fn due_trigger(&self, array: &ObjectArray) -> Option<Trigger> {
+        let c = &self.config;
+        let considered = || array.len().saturating_sub(array.pool_end() as usize);
+        if !self.enabled {
             None
         } else if c.every_frame {
             Some(Trigger::EveryFrame)
-        } else if c.interval.is_some_and(|i| self.gc.since_last >= i) {
+        } else if c.interval.is_some_and(|i| self.since_last >= i) {
             Some(Trigger::Interval)
-        } else if c
-            .object_threshold
-            .is_some_and(|t| self.len() - self.disregard_len() as usize >= t)
-        {
+        } else if c.object_threshold.is_some_and(|t| considered() >= t) {
             Some(Trigger::ObjectCount)
         } else if c
             .bytes_threshold
             .is_some_and(|t| self.bytes_since_gc.load(Ordering::Relaxed) >= t)
         {
             Some(Trigger::Bytes)
+        } else if c.growth.is_some_and(|g| {
+            let goal = (self.survivors as f64 * g) as usize;
+            considered() >= goal.max(c.growth_floor)
+        }) {
+            Some(Trigger::Growth)
         } else {
             None
         }
     }
 
-    /// Enables or disables the collector (Mundi's `SetEnabled`, Unreal's
-    /// `DisallowGC`). While disabled, `collect` is refused and `tick` never
-    /// collects.
-    pub fn set_enabled(&mut self, enabled: bool) {
-        self.gc.enabled = enabled;
+    /// Runs a whole collection now: finishes a cycle in flight first.
+    pub(crate) fn collect(&mut self, mut stage: Stage<'_>, trigger: Trigger) -> CollectStats {
+        if self.cycle.is_some() {
+            self.run(&mut stage, None);
+        }
+        self.start(&mut stage, trigger);
+        self.run(&mut stage, None)
+            .expect("an unbudgeted slice finishes its cycle")
     }
 
-    /// Whether the collector is enabled.
-    pub fn is_enabled(&self) -> bool {
-        self.gc.enabled
+    /// One frame's worth of collection; see [`Heap::tick`](crate::Heap::tick).
+    pub(crate) fn tick(&mut self, mut stage: Stage<'_>, dt: Duration) -> Tick {
+        let t0 = Instant::now();
+        self.since_last = self.since_last.saturating_add(dt);
+        let budget = self.config.incremental;
+        let mut tick = Tick::default();
+        let freed_before = self.totals.total_freed;
+        if self.cycle.is_none() {
+            if let Some(trigger) = self.due_trigger(stage.array) {
+                self.start(&mut stage, trigger);
+                tick.started = Some(trigger);
+            }
+        }
+        if self.cycle.is_some() {
+            let deadline = budget.map(|b| t0 + b);
+            let before = self.work_so_far();
+            tick.completed = self.run(&mut stage, deadline);
+            let after = match &tick.completed {
+                Some(s) => s.marked + s.unreachable + s.freed,
+                None => self.work_so_far(),
+            };
+            tick.work = after.saturating_sub(before);
+        } else if !self.pending.is_empty() {
+            stage.array.sync();
+            let mut caught: Caught = None;
+            let freed = self.finish_pending(&mut stage, &mut caught);
+            self.totals.total_freed += freed.objects as u64;
+            self.totals.total_freed_bytes += freed.bytes as u64;
+            tick.work = freed.objects;
+            tick.freed = freed.objects;
+            tick.time = t0.elapsed();
+            resume(caught);
+        }
+        tick.freed = (self.totals.total_freed - freed_before) as usize;
+        tick.phase = self.phase();
+        tick.time = t0.elapsed();
+        tick
     }
 
-    /// The collector's settings, to change triggers at run time.
-    ///
-    /// ```
-    /// # use coreobject::Heap;
-    /// let mut heap = Heap::new();
-    /// heap.gc_config_mut().every_frame = true;
-    /// ```
-    pub fn gc_config_mut(&mut self) -> &mut GcConfig {
-        &mut self.gc.config
+    /// Objects processed so far in the cycle in flight.
+    fn work_so_far(&self) -> usize {
+        self.cycle
+            .as_ref()
+            .map_or(0, |c| c.stats.marked + c.stats.unreachable + c.stats.freed)
     }
 
-    /// Stats of the last collection.
-    pub fn last_collection(&self) -> Option<&CollectStats> {
-        self.gc.last.as_ref()
+    /// Starts a cycle: callbacks, the root list, the bitmap.
+    fn start(&mut self, stage: &mut Stage<'_>, trigger: Trigger) {
+        let pre = PreCollect {
+            collection: self.totals.collections + 1,
+            objects: stage.array.len(),
+        };
+        for (_, cb) in &mut self.pre {
+            cb(&pre);
+        }
+        let array = &mut *stage.array;
+        array.sync();
+        array.release_parked();
+        array.start_recording();
+        let hw = array.high_water();
+        let pool_end = array.pool_end();
+        self.bits.clear();
+        self.bits.resize((hw as usize).div_ceil(64), 0);
+        self.queue.clear();
+        let mut cycle = Box::new(Cycle {
+            step: Step::Pool(0),
+            stats: CollectStats {
+                trigger,
+                ..CollectStats::default()
+            },
+            hw,
+            pool_end,
+            live_at_start: array.len(),
+            roots_seen: 0,
+            born: Vec::new(),
+            born_seen: 0,
+            waiting: Vec::new(),
+            ready: Vec::new(),
+            forced: false,
+        });
+
+        // Root candidates: drop stale and duplicate entries, keep the rest.
+        // No user code runs here, so the kept list is whole before any can panic.
+        let candidates = std::mem::take(array.roots_mut());
+        for &i in &candidates {
+            array.at(i).clear(flags::LISTED);
+        }
+        let mut kept = std::mem::take(&mut self.roots_scratch);
+        kept.clear();
+        let mut marker = Marker::new(array.chunks(), &mut self.bits, &mut self.queue, hw);
+        for &i in &candidates {
+            let item = array.at(i);
+            if item.object().is_none() || !item.is_root() || !item.list() {
+                continue;
+            }
+            kept.push(i);
+            cycle.stats.roots += 1;
+            if let Some(s) = NonZeroU32::new(item.serial()) {
+                marker.visit(AnyObj::new(i, s));
+            }
+        }
+        cycle.roots_seen = kept.len();
+        *array.roots_mut() = kept;
+        self.roots_scratch = candidates;
+        self.cycle = Some(cycle);
+        self.in_flight = true;
+        self.marking = true;
+        tracing::debug!(heap = array.tag(), ?trigger, "cycle started");
     }
 
-    /// Running totals.
-    pub fn gc_totals(&self) -> &GcTotals {
-        &self.gc.totals
+    /// Runs the cycle in flight until it completes (returning its stats) or
+    /// `deadline` passes.
+    fn run(&mut self, stage: &mut Stage<'_>, deadline: Option<Instant>) -> Option<CollectStats> {
+        let t0 = Instant::now();
+        let _span = tracing::info_span!("gc.slice", heap = stage.array.tag()).entered();
+        let mut cycle = self.cycle.take().expect("a cycle in flight");
+        let deadline = if cycle.forced { None } else { deadline };
+        // Fold in the slots handed out since the previous slice before
+        // anything is freed (freeing writes the allocator's cursor).
+        stage.array.sync();
+        stage.array.take_born(&mut cycle.born);
+        let mut caught: Caught = None;
+        let mut done = false;
+        if matches!(cycle.step, Step::Pool(_) | Step::Mark) {
+            let ts = Instant::now();
+            let marked = catch_unwind(AssertUnwindSafe(|| {
+                self.mark_slice(stage, &mut cycle, deadline)
+            }));
+            cycle.stats.mark += ts.elapsed();
+            match marked {
+                Ok(true) => {}
+                Ok(false) => {}
+                Err(p) => {
+                    self.abandon(stage, cycle);
+                    std::panic::resume_unwind(p);
+                }
+            }
+        }
+        if !matches!(cycle.step, Step::Pool(_) | Step::Mark) {
+            done = self.purge_slice(stage, &mut cycle, deadline, &mut caught);
+        }
+        let slice = t0.elapsed();
+        cycle.stats.slices += 1;
+        cycle.stats.max_slice = cycle.stats.max_slice.max(slice);
+        cycle.stats.total += slice;
+        let out = if done {
+            Some(self.complete(stage, cycle, &mut caught))
+        } else {
+            if let Some(limit) = self.config.incremental_debt {
+                stage.array.sync();
+                stage.array.take_born(&mut cycle.born);
+                let born = cycle.born.len();
+                if born as f64 > limit * cycle.live_at_start.max(1) as f64 {
+                    cycle.forced = true;
+                }
+            }
+            self.cycle = Some(cycle);
+            None
+        };
+        resume(caught);
+        out
     }
 
-    /// Objects waiting for `is_ready_for_finish_destroy`.
-    pub fn pending_destroy(&self) -> usize {
-        self.gc.pending.len()
-    }
-
-    /// Registers a callback run before each collection.
-    pub fn on_pre_collect(&mut self, f: impl FnMut(&PreCollect) + Send + Sync + 'static) -> HookId {
-        let id = self.next_hook_id();
-        self.gc.pre.push((id, Box::new(f)));
-        id
-    }
-
-    /// Registers a callback run after each collection, with its stats.
-    ///
-    /// ```
-    /// # use coreobject::{Heap, Object};
-    /// # use std::sync::{Arc, Mutex};
-    /// let seen = Arc::new(Mutex::new(0));
-    /// let mut heap = Heap::new();
-    /// let s = seen.clone();
-    /// heap.on_post_collect(move |st| *s.lock().unwrap() += st.freed + 1);
-    /// heap.collect().unwrap();
-    /// assert_eq!(*seen.lock().unwrap(), 1);
-    /// ```
-    pub fn on_post_collect(
+    /// One marking slice. Returns `true` when marking is complete (the cycle
+    /// has moved on to the purge).
+    fn mark_slice(
         &mut self,
-        f: impl FnMut(&CollectStats) + Send + Sync + 'static,
-    ) -> HookId {
-        let id = self.next_hook_id();
-        self.gc.post.push((id, Box::new(f)));
-        id
+        stage: &mut Stage<'_>,
+        cycle: &mut Cycle,
+        deadline: Option<Instant>,
+    ) -> bool {
+        stage.array.sync();
+        stage.array.take_born(&mut cycle.born);
+        let chunks = stage.array.chunks().clone();
+        let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw);
+
+        // The pool's objects are permanent; what they reference stays alive.
+        if let Step::Pool(from) = cycle.step {
+            let mut i = from;
+            while i < cycle.pool_end {
+                let item = chunks.at(i);
+                if item.flags() & flags::DISREGARD != 0 {
+                    if let Some(p) = item.object() {
+                        marker.scan(p);
+                    }
+                }
+                i += 1;
+                if i % 256 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+                    cycle.step = Step::Pool(i);
+                    return false;
+                }
+            }
+            for (_, r) in stage.referencers {
+                let mut counting = CountVisits {
+                    inner: &mut marker,
+                    n: 0,
+                };
+                r.add_referenced_objects(&mut counting);
+                cycle.stats.roots += counting.n;
+            }
+            cycle.step = Step::Mark;
+        }
+
+        loop {
+            if !marker.drain(deadline) {
+                cycle.stats.marked += std::mem::take(&mut marker.marked);
+                return false;
+            }
+            // The queue is dry. Look at everything the program did since the
+            // previous slice; if none of it greys an object, marking is done.
+            // New roots and strong handles.
+            let roots = &stage.array.roots_mut()[cycle.roots_seen..];
+            for &i in roots {
+                let item = chunks.at(i);
+                if item.is_root() {
+                    if let Some(s) = NonZeroU32::new(item.serial()) {
+                        marker.visit(AnyObj::new(i, s));
+                    }
+                }
+            }
+            cycle.roots_seen += roots.len();
+            // Objects whose garbage mark was cleared.
+            for h in std::mem::take(&mut *self.greyed.lock()) {
+                marker.visit(h);
+            }
+            // Objects created since the previous look: black, but their
+            // references must be traced.
+            while cycle.born_seen < cycle.born.len() {
+                let i = cycle.born[cycle.born_seen];
+                cycle.born_seen += 1;
+                marker.set_mark(i);
+                let item = chunks.at(i);
+                if item.flags() & flags::DEAD == 0 {
+                    if let Some(p) = item.object() {
+                        marker.scan(p);
+                    }
+                }
+            }
+            // Objects changed through the barrier: re-scan the ones already
+            // scanned; the others will be scanned, as they are now, if reached.
+            for i in std::mem::take(&mut self.regrey) {
+                let item = chunks.at(i);
+                let f = item.clear(flags::REGREY);
+                if f & flags::DEAD != 0 {
+                    continue;
+                }
+                if marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0 {
+                    if let Some(p) = item.object() {
+                        marker.scan(p);
+                    }
+                }
+            }
+            // Referencers report afresh: nothing tells us what they changed.
+            for (_, r) in stage.referencers {
+                r.add_referenced_objects(&mut marker);
+            }
+            // Done when what the program did greys nothing new. (The queue
+            // may still hold entries: stale handles and garbage objects are
+            // queued by every look, and never marked.)
+            let before = marker.marked;
+            if !marker.drain(deadline) {
+                cycle.stats.marked += std::mem::take(&mut marker.marked);
+                return false;
+            }
+            if marker.marked == before {
+                break;
+            }
+        }
+        cycle.stats.marked += std::mem::take(&mut marker.marked);
+        // Marking is over: hand the bitmap to the array, which hides what it
+        // did not reach until the sweep has flagged all of it.
+        self.marking = false;
+        let array = &mut *stage.array;
+        let c = &mut array.condemned;
+        std::mem::swap(&mut c.marks, &mut self.bits);
+        c.end = cycle.hw;
+        c.active = true;
+        cycle.step = Step::Sweep(cycle.pool_end as usize / 64);
+        true
     }
 
-    /// Removes a pre- or post-collection callback.
-    pub fn remove_gc_callback(&mut self, id: HookId) -> bool {
-        let before = self.gc.pre.len() + self.gc.post.len();
-        self.gc.pre.retain(|(i, _)| *i != id);
-        self.gc.post.retain(|(i, _)| *i != id);
-        before != self.gc.pre.len() + self.gc.post.len()
+    /// A panic escaped user code while marking: forget the cycle, free
+    /// nothing, lose no root.
+    fn abandon(&mut self, stage: &mut Stage<'_>, mut cycle: Box<Cycle>) {
+        let array = &mut *stage.array;
+        array.sync();
+        array.take_born(&mut cycle.born);
+        array.stop_recording();
+        for &i in &cycle.born {
+            array.at(i).clear(flags::BORN);
+        }
+        for i in std::mem::take(&mut self.regrey) {
+            array.at(i).clear(flags::REGREY);
+        }
+        self.greyed.lock().clear();
+        self.queue.clear();
+        self.marking = false;
+        self.in_flight = false;
+    }
+
+    /// Closes a cycle: books, callbacks.
+    fn complete(
+        &mut self,
+        stage: &mut Stage<'_>,
+        mut cycle: Box<Cycle>,
+        caught: &mut Caught,
+    ) -> CollectStats {
+        let array = &mut *stage.array;
+        array.sync();
+        array.take_born(&mut cycle.born);
+        array.stop_recording();
+        for &i in &cycle.born {
+            array.at(i).clear(flags::BORN);
+        }
+        cycle.stats.born = cycle.born.len();
+        std::mem::swap(&mut array.condemned.marks, &mut self.bits);
+        array.condemned.active = false;
+        self.in_flight = false;
+        self.pending.append(&mut cycle.waiting);
+
+        let mut stats = cycle.stats;
+        stats.pending = self.pending.len();
+        stats.live = array.len();
+        stats.forced = cycle.forced;
+        self.survivors = array.len().saturating_sub(array.pool_end() as usize);
+        self.bytes_since_gc.store(0, Ordering::Relaxed);
+        self.since_last = Duration::ZERO;
+        let t = &mut self.totals;
+        t.collections += 1;
+        t.last_freed = stats.freed;
+        t.total_freed += stats.freed as u64;
+        t.total_freed_bytes += stats.freed_bytes as u64;
+        t.total_time += stats.total;
+        t.max_pause = t.max_pause.max(stats.max_slice);
+        self.last = Some(stats.clone());
+        tracing::debug!(
+            marked = stats.marked,
+            freed = stats.freed,
+            slices = stats.slices,
+            total_us = stats.total.as_micros() as u64,
+            "cycle done"
+        );
+        // Last, so that a panicking callback finds the books already kept.
+        for (_, cb) in &mut self.post {
+            guard(caught, || cb(&stats));
+        }
+        stats
     }
 }
 
@@ -568,122 +716,5 @@ impl Visitor for CountVisits<'_, '_> {
     fn visit(&mut self, obj: AnyObj) {
         self.n += 1;
         self.inner.visit(obj);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::class::{Class, ClassDesc, Lifecycle, Object};
-    use crate::handle::Obj;
-    use crate::trace::{Trace, Visitor};
-    use crate::Heap;
-
-    /// A class written out by hand: what `#[derive(Object)]` generates.
-    struct Node {
-        next: Vec<Obj<Node>>,
-        value: u64,
-    }
-    impl Trace for Node {
-        fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
-            self.next.trace(v)
-        }
-    }
-    impl Lifecycle for Node {}
-    impl Object for Node {
-        fn class() -> &'static Class {
-            static CLASS: Class = Class::new::<Node>(ClassDesc {
-                name: "Node",
-                fields: &[],
-                make_default: || None,
-            });
-            &CLASS
-        }
-    }
-    fn node(heap: &Heap, value: u64) -> Obj<Node> {
-        heap.create(Node {
-            next: Vec::new(),
-            value,
-        })
-    }
-
-    #[test]
-    fn unreachable_objects_are_freed_and_reachable_kept() {
-        let mut heap = Heap::new();
-        let root = node(&heap, 0);
-        heap.add_to_root(root).unwrap();
-        let a = node(&heap, 1);
-        let b = node(&heap, 2);
-        let lost = node(&heap, 3);
-        heap[root].next.push(a);
-        heap[a].next.push(b);
-        heap[b].next.push(root);
-        let s = heap.collect().unwrap();
-        assert_eq!((s.marked, s.freed, s.roots), (3, 1, 1));
-        assert!(heap.get(lost).is_none());
-        assert_eq!(heap[b].value, 2);
-        // The freed slot is reused, with a new serial.
-        let c = node(&heap, 4);
-        assert_eq!(c.index(), lost.index());
-        assert_ne!(c.serial(), lost.serial());
-        assert!(heap.get(lost).is_none());
-        assert_eq!(heap.len(), 4);
-    }
-
-    #[test]
-    fn garbage_is_freed_even_when_referenced() {
-        let mut heap = Heap::new();
-        let root = node(&heap, 0);
-        heap.add_to_root(root).unwrap();
-        let a = node(&heap, 1);
-        let b = node(&heap, 2);
-        heap[root].next.extend([a, b]);
-        heap.mark_as_garbage(a).unwrap();
-        assert!(heap.get(a).is_none());
-        let s = heap.collect().unwrap();
-        assert_eq!(s.freed, 1);
-        assert!(heap.get_even_if_garbage(a).is_none());
-        assert!(heap.get(b).is_some());
-    }
-
-    #[test]
-    fn strong_handles_root_and_park_slots() {
-        let mut heap = Heap::new();
-        let a = node(&heap, 1);
-        let s = heap.strong(a).unwrap();
-        heap.collect().unwrap();
-        assert!(heap.get(&s).is_some());
-        heap.mark_as_garbage(a).unwrap();
-        heap.collect().unwrap();
-        assert!(heap.get(&s).is_none());
-        // The slot is parked while `s` lives: a new object must not take it.
-        let b = node(&heap, 2);
-        assert_ne!(b.index(), a.index());
-        drop(s);
-        heap.collect().unwrap(); // b is unrooted: freed; a's slot released
-        let c = node(&heap, 3);
-        let d = node(&heap, 4);
-        let mut got = [c.index(), d.index()];
-        got.sort();
-        let mut want = [a.index(), b.index()];
-        want.sort();
-        assert_eq!(got, want);
-    }
-
-    #[test]
-    fn deep_chain_marks_without_recursion() {
-        let mut heap = Heap::new();
-        let head = node(&heap, 0);
-        heap.add_to_root(head).unwrap();
-        let mut cur = head;
-        for i in 1..200_000 {
-            let n = node(&heap, i);
-            heap[cur].next.push(n);
-            cur = n;
-        }
-        let s = heap.collect().unwrap();
-        assert_eq!(s.marked, 200_000);
-        heap.remove_from_root(head).unwrap();
-        assert_eq!(heap.collect().unwrap().freed, 200_000);
-        assert!(heap.is_empty());
     }
 }

@@ -1,133 +1,45 @@
-//! Sweeping and destruction, in Unreal's order: `begin_destroy` on every
-//! unreachable object; `finish_destroy` once `is_ready_for_finish_destroy`;
-//! delete listeners; the slot's serial moves on and its index returns to the
-//! free list; the value is dropped.
+//! The purge, in Unreal's order: `begin_destroy` on every unreachable object;
+//! `finish_destroy` once `is_ready_for_finish_destroy`; delete listeners; the
+//! slot's serial moves on and its index returns to the free list; the value
+//! is dropped.
 //!
-//! Every hook, listener and `Drop` runs under `catch_unwind`. A panic does not
-//! stop the sweep: the object is destroyed as if the hook had returned (a
-//! panicking `is_ready_for_finish_destroy` counts as ready), every other object
-//! is handled normally, and the first panic is resumed once the heap is
-//! consistent again.
+//! Three walks, each of which may stop at a deadline and resume in a later
+//! slice:
+//!
+//! 1. **sweep** — over the mark bitmap: every allocated, unmarked object of
+//!    the cycle's range that is not in the pool, not born during the cycle
+//!    and not already unreachable is flagged `UNREACHABLE`; objects whose
+//!    class has hooks get `begin_destroy` and join the pending list;
+//! 2. **finish** — over the pending list (this cycle's and earlier ones'):
+//!    objects ready get `finish_destroy` and the `FINISHED` flag, the others
+//!    wait for a later cycle or tick;
+//! 3. **free** — over the bitmap again: unreachable objects that are
+//!    hook-free or finished are freed.
+//!
+//! Hook-free objects therefore cost no scratch memory at all: the bitmap
+//! finds them twice. Every `begin_destroy` of a cycle runs before any of its
+//! `finish_destroy`, and every `finish_destroy` before any free, so hooks may
+//! read any other unreachable object through their [`DestroyCx`].
+//!
+//! Every hook, listener and `Drop` runs under `catch_unwind`: see
+//! [`lifecycle`](crate::lifecycle).
 
-use std::any::Any;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
+use std::num::NonZeroU32;
 use std::time::Instant;
 
-use crate::class::Object;
-use crate::handle::{AnyObj, Handle};
-use crate::heap::Heap;
-use crate::item::{flags, RETIRED};
+use super::{Collector, Cycle, Stage, Step, PURGE_CLOCK_EVERY};
+use crate::array::{flags, Item};
+use crate::handle::AnyObj;
+use crate::lifecycle::{guard, Caught, DestroyCx};
 use crate::listener::ObjectEvent;
-use crate::object::{Header, ObjBox};
-use crate::serial;
 use crate::trace::prefetch_line;
 
-/// A panic caught during the sweep, to resume afterwards.
-pub(crate) type Caught = Option<Box<dyn Any + Send + 'static>>;
-
-pub(crate) fn guard(caught: &mut Caught, f: impl FnOnce()) -> bool {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(()) => true,
-        Err(p) => {
-            if caught.is_none() {
-                *caught = Some(p);
-            }
-            false
-        }
-    }
-}
-
-/// An object waiting for `is_ready_for_finish_destroy`.
+/// An object with destruction hooks, waiting for `is_ready_for_finish_destroy`.
+#[derive(Debug)]
 pub(crate) struct Pending {
-    pub(crate) index: u32,
-    /// Whether its class has hooks (the item's `HOOKS` flag): if not, it is
-    /// ready at once and its memory need not be touched until it is freed.
-    hooks: bool,
+    index: u32,
     since: Instant,
     warned: bool,
-}
-
-/// How far ahead the destruction passes prefetch object headers.
-const AHEAD: usize = 8;
-
-/// Starts loading the header of the object in slot `index`.
-#[inline(always)]
-fn prefetch_header(heap: &Heap, index: Option<&u32>) {
-    if let Some(p) = index.and_then(|&i| heap.table.chunks.at(i).object()) {
-        prefetch_line(p.as_ptr());
-    }
-}
-
-/// What destruction hooks may see: other objects, read-only, unreachable
-/// ones included, but never the heap itself (so no resurrection, no
-/// re-entrant collection).
-///
-/// ```
-/// use coreobject::{DestroyCx, Heap, Lifecycle, Obj, Object};
-/// #[derive(Object)]
-/// #[object(lifecycle)]
-/// struct Child { parent: Obj<Parent> }
-/// #[derive(Object, Default)]
-/// struct Parent { name: String }
-/// impl Lifecycle for Child {
-///     fn begin_destroy(&mut self, cx: &DestroyCx<'_>) {
-///         // The parent is unreachable too, but still allocated.
-///         assert_eq!(cx.get(self.parent).unwrap().name, "p");
-///     }
-/// }
-/// let mut heap = Heap::new();
-/// let parent = heap.create(Parent { name: "p".into() });
-/// heap.create(Child { parent });
-/// assert_eq!(heap.collect().unwrap().freed, 2);
-/// ```
-pub struct DestroyCx<'a> {
-    heap: &'a Heap,
-    this: AnyObj,
-}
-
-impl<'a> DestroyCx<'a> {
-    /// The object being destroyed.
-    pub fn this(&self) -> AnyObj {
-        self.this
-    }
-
-    /// Reads another object that is still allocated (even if unreachable or
-    /// garbage). `None` for the object being destroyed itself (it is borrowed
-    /// mutably by the hook) and for freed objects.
-    pub fn get<H: Handle>(&self, h: H) -> Option<&'a H::Target>
-    where
-        H::Target: Object,
-    {
-        let h = h.any_obj();
-        if h.index() == self.this.index() {
-            return None;
-        }
-        let p = self.heap.typed::<H::Target>(h, 0).ok()?;
-        // SAFETY: `p` heads a live ObjBox<Target> other than the one the hook borrows
-        // mutably; hooks run one at a time and nothing frees objects meanwhile.
-        Some(unsafe { ObjBox::<H::Target>::value(p) })
-    }
-
-    /// Whether `h` is unreachable (being destroyed in this collection or earlier).
-    pub fn is_unreachable(&self, h: impl Into<AnyObj>) -> bool {
-        let h = h.into();
-        self.heap.lookup(h, 0).is_ok()
-            && self.heap.table.chunks.at(h.index()).flags() & flags::UNREACHABLE != 0
-    }
-
-    /// The display name of an allocated object (its name, or `Class_index`).
-    pub fn display_name(&self, h: impl Into<AnyObj>) -> Option<String> {
-        let h = h.into();
-        let p = self.heap.lookup(h, 0).ok()?;
-        if let Some(n) = self.heap.names.read().name_of(h.index()) {
-            return Some(n.to_string());
-        }
-        // SAFETY: `p` is a live header; the hook's `&mut` covers only the value after it.
-        let class = unsafe { p.as_ref() }.class;
-        Some(format!("{}_{}", class.name(), h.index()))
-    }
 }
 
 /// Counts from one destruction pass.
@@ -137,174 +49,269 @@ pub(crate) struct Freed {
     pub(crate) bytes: usize,
 }
 
-impl Heap {
-    fn header_at(&self, index: u32) -> (NonNull<Header>, AnyObj) {
-        let item = self.table.chunks.at(index);
-        let p = item.object().expect("unreachable object still allocated");
-        let serial = std::num::NonZeroU32::new(item.serial()).expect("allocated slot has a serial");
-        (p, AnyObj::new(index, serial))
-    }
+/// The handle of the object in an allocated slot.
+fn handle_of(item: &Item, index: u32) -> AnyObj {
+    let serial = NonZeroU32::new(item.serial()).expect("allocated slot has a serial");
+    AnyObj::new(index, serial)
+}
 
-    /// Flags every allocated, unmarked object outside the pool as unreachable.
-    pub(crate) fn find_unreachable(&mut self) -> Vec<u32> {
-        let start = self.pool.end;
-        let hw = self.table.high_water();
-        let mut out = std::mem::take(&mut self.gc.scratch.newly);
-        out.clear();
-        let words = (hw as usize).div_ceil(64);
-        for w in (start as usize / 64)..words {
-            let mut zeros = !self.gc.bits[w];
-            while zeros != 0 {
-                let i = (w * 64) as u32 + zeros.trailing_zeros();
-                zeros &= zeros - 1;
-                if i < start || i >= hw {
-                    continue;
+/// Calls `f` for each zero bit of `marks` in word `w`, within `[from, to)`.
+#[inline(always)]
+fn zeros_in(marks: &[u64], w: usize, from: u32, to: u32, mut f: impl FnMut(u32)) {
+    let mut zeros = !marks[w];
+    while zeros != 0 {
+        let i = (w * 64) as u32 + zeros.trailing_zeros();
+        zeros &= zeros - 1;
+        if i >= from && i < to {
+            f(i);
+        }
+    }
+}
+
+impl Collector {
+    /// Runs purge steps until the cycle's purge is done (`true`) or the
+    /// deadline passes.
+    pub(super) fn purge_slice(
+        &mut self,
+        stage: &mut Stage<'_>,
+        cycle: &mut Cycle,
+        deadline: Option<Instant>,
+        caught: &mut Caught,
+    ) -> bool {
+        let ts = Instant::now();
+        let out_of_time = || deadline.is_some_and(|d| Instant::now() >= d);
+        let words = (cycle.hw as usize).div_ceil(64);
+        let (from, to) = (cycle.pool_end, cycle.hw);
+        let mut budget = PURGE_CLOCK_EVERY;
+        loop {
+            match cycle.step {
+                Step::Sweep(mut w) => {
+                    let array = &*stage.array;
+                    let names = &*stage.names;
+                    while w < words {
+                        let mut found = 0;
+                        zeros_in(&array.condemned.marks, w, from, to, |i| {
+                            let Some(item) = array.item(i) else { return };
+                            let f = item.flags();
+                            if item.object().is_none()
+                                || f & (flags::DISREGARD | flags::UNREACHABLE | flags::BORN) != 0
+                            {
+                                return;
+                            }
+                            item.set(flags::UNREACHABLE);
+                            found += 1;
+                            if f & flags::HOOKS != 0 {
+                                let this = handle_of(item, i);
+                                let p = item.object().expect("checked above");
+                                let cx = DestroyCx::new(array, names, this);
+                                // SAFETY: `p` is live and of its header's class; the purge
+                                // holds the heap exclusively, and `cx` never hands out `this`.
+                                guard(caught, || unsafe {
+                                    (p.as_ref().class.vt.begin_destroy)(p, &cx)
+                                });
+                                self.pending.push(Pending {
+                                    index: i,
+                                    since: ts,
+                                    warned: false,
+                                });
+                            }
+                        });
+                        cycle.stats.unreachable += found;
+                        w += 1;
+                        budget = budget.saturating_sub(found + 1);
+                        if budget == 0 {
+                            budget = PURGE_CLOCK_EVERY;
+                            if out_of_time() {
+                                cycle.step = Step::Sweep(w);
+                                cycle.stats.sweep += ts.elapsed();
+                                return false;
+                            }
+                        }
+                    }
+                    // Every unreachable object is flagged: resolution needs
+                    // the bitmap no longer.
+                    stage.array.condemned.active = false;
+                    cycle.stats.sweep += ts.elapsed();
+                    cycle.step = Step::Poll(0);
                 }
-                let item = self.table.chunks.at(i);
-                if item.object().is_none()
-                    || item.flags() & (flags::DISREGARD | flags::UNREACHABLE) != 0
-                {
-                    continue;
+                Step::Poll(mut k) => {
+                    let tf = Instant::now();
+                    let timeout = self.config.finish_destroy_timeout;
+                    while k < self.pending.len() {
+                        let p = &mut self.pending[k];
+                        k += 1;
+                        if poll(stage, p, timeout, caught) {
+                            cycle.ready.push(p.index);
+                        } else {
+                            cycle.waiting.push(Pending { ..*p });
+                        }
+                        budget -= 1;
+                        if budget == 0 {
+                            budget = PURGE_CLOCK_EVERY;
+                            if out_of_time() {
+                                cycle.step = Step::Poll(k);
+                                cycle.stats.destroy += tf.elapsed();
+                                return false;
+                            }
+                        }
+                    }
+                    // Those not ready wait; `complete` puts them back.
+                    self.pending.clear();
+                    cycle.stats.destroy += tf.elapsed();
+                    cycle.step = Step::Finish(0);
                 }
-                item.flags.fetch_or(flags::UNREACHABLE, Ordering::Relaxed);
-                out.push(i);
+                Step::Finish(mut k) => {
+                    let tf = Instant::now();
+                    while k < cycle.ready.len() {
+                        finish(stage, cycle.ready[k], caught);
+                        k += 1;
+                        budget -= 1;
+                        if budget == 0 {
+                            budget = PURGE_CLOCK_EVERY;
+                            if out_of_time() {
+                                cycle.step = Step::Finish(k);
+                                cycle.stats.destroy += tf.elapsed();
+                                return false;
+                            }
+                        }
+                    }
+                    cycle.ready.clear();
+                    cycle.stats.destroy += tf.elapsed();
+                    cycle.step = Step::Free(from as usize / 64);
+                }
+                Step::Free(mut w) => {
+                    let tf = Instant::now();
+                    while w < words {
+                        let mut freed = 0;
+                        let mut bytes = 0;
+                        let marks = std::mem::take(&mut stage.array.condemned.marks);
+                        zeros_in(&marks, w, from, to, |i| {
+                            let Some(item) = stage.array.item(i) else {
+                                return;
+                            };
+                            let f = item.flags();
+                            if item.object().is_none()
+                                || f & flags::UNREACHABLE == 0
+                                || f & (flags::HOOKS | flags::FINISHED) == flags::HOOKS
+                            {
+                                return;
+                            }
+                            if let Some(p) = stage
+                                .array
+                                .item(i + 8)
+                                .filter(|_| i + 8 < to)
+                                .and_then(Item::object)
+                            {
+                                prefetch_line(p.as_ptr());
+                            }
+                            bytes += free_one(stage, i, caught);
+                            freed += 1;
+                        });
+                        stage.array.condemned.marks = marks;
+                        cycle.stats.freed += freed;
+                        cycle.stats.freed_bytes += bytes;
+                        w += 1;
+                        budget = budget.saturating_sub(freed + 1);
+                        if budget == 0 {
+                            budget = PURGE_CLOCK_EVERY;
+                            if out_of_time() {
+                                cycle.step = Step::Free(w);
+                                cycle.stats.destroy += tf.elapsed();
+                                return false;
+                            }
+                        }
+                    }
+                    cycle.stats.destroy += tf.elapsed();
+                    return true;
+                }
+                Step::Pool(_) | Step::Mark => unreachable!("purge before marking ended"),
             }
         }
-        out
     }
 
-    /// Runs `begin_destroy` on newly unreachable objects and queues them.
-    pub(crate) fn begin_destroy_all(&mut self, newly: &[u32], caught: &mut Caught) {
-        let now = Instant::now();
-        let mut pending = std::mem::take(&mut self.gc.pending);
-        pending.reserve(newly.len());
-        {
-            let heap: &Heap = self;
-            for &i in newly {
-                let hooks = heap.table.chunks.at(i).flags() & flags::HOOKS != 0;
-                if hooks {
-                    let (p, this) = heap.header_at(i);
-                    let cx = DestroyCx { heap, this };
-                    // SAFETY: `p` is live and of the header's class; the sweep holds
-                    // `&mut Heap`, and `cx` never hands out the object being destroyed.
-                    guard(caught, || unsafe {
-                        (p.as_ref().class.vt.begin_destroy)(p, &cx)
-                    });
-                }
-                pending.push(Pending {
-                    index: i,
-                    hooks,
-                    since: now,
-                    warned: false,
-                });
+    /// Outside a cycle: finishes and frees every pending object that is ready.
+    pub(super) fn finish_pending(&mut self, stage: &mut Stage<'_>, caught: &mut Caught) -> Freed {
+        let timeout = self.config.finish_destroy_timeout;
+        let mut ready = Vec::new();
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.retain_mut(|p| {
+            let done = poll(stage, p, timeout, caught);
+            if done {
+                ready.push(p.index);
             }
-        }
-        self.gc.pending = pending;
-    }
-
-    /// Finishes and frees every pending object that is ready.
-    pub(crate) fn finish_ready(&mut self, caught: &mut Caught) -> Freed {
-        let timeout = self.gc.config.finish_destroy_timeout;
-        let mut ready = std::mem::take(&mut self.gc.scratch.ready);
-        ready.clear();
-        let mut waiting = std::mem::take(&mut self.gc.scratch.waiting);
-        waiting.clear();
-        let mut pending = std::mem::take(&mut self.gc.pending);
-        for mut p in pending.drain(..) {
-            if !p.hooks {
-                ready.push((p.index, false));
-                continue;
-            }
-            let (ptr, this) = self.header_at(p.index);
-            let mut is_ready = true;
-            // SAFETY: as in `begin_destroy_all`.
-            guard(caught, || {
-                is_ready = unsafe { (ptr.as_ref().class.vt.is_ready)(ptr) }
-            });
-            if is_ready {
-                ready.push((p.index, true));
-                continue;
-            }
-            if !p.warned && p.since.elapsed() >= timeout {
-                p.warned = true;
-                tracing::warn!(
-                    object = ?this,
-                    waited = ?p.since.elapsed(),
-                    "object is still not ready for finish_destroy"
-                );
-            }
-            waiting.push(p);
-        }
-        self.gc.pending = waiting;
-        self.gc.scratch.waiting = pending;
-        {
-            let heap: &Heap = self;
-            for &(i, _) in ready.iter().filter(|(_, hooks)| *hooks) {
-                let (p, this) = heap.header_at(i);
-                let cx = DestroyCx { heap, this };
-                // SAFETY: as in `begin_destroy_all`.
-                guard(caught, || unsafe {
-                    (p.as_ref().class.vt.finish_destroy)(p, &cx)
-                });
-            }
+            !done
+        });
+        self.pending = pending;
+        for &i in &ready {
+            finish(stage, i, caught);
         }
         let mut freed = Freed::default();
-        for (k, &(i, _)) in ready.iter().enumerate() {
-            prefetch_header(self, ready.get(k + AHEAD).map(|(i, _)| i));
-            freed.bytes += self.free_slot(i, caught);
+        for i in ready {
+            freed.bytes += free_one(stage, i, caught);
             freed.objects += 1;
         }
-        self.gc.scratch.ready = ready;
         freed
     }
+}
 
-    /// Delete listeners, serial bump, free list, drop. Returns the bytes freed.
-    fn free_slot(&mut self, index: u32, caught: &mut Caught) -> usize {
-        let (p, this) = self.header_at(index);
-        // SAFETY: `p` is live until dropped below.
-        let class = unsafe { p.as_ref() }.class;
+/// Polls one pending object's `is_ready_for_finish_destroy`; warns once
+/// when it has waited too long.
+fn poll(
+    stage: &mut Stage<'_>,
+    p: &mut Pending,
+    timeout: std::time::Duration,
+    caught: &mut Caught,
+) -> bool {
+    let item = stage.array.at(p.index);
+    let ptr = item.object().expect("pending object still allocated");
+    let mut ready = true;
+    // SAFETY: `ptr` is live and of its header's class; the purge holds the heap
+    // exclusively.
+    guard(caught, || {
+        ready = unsafe { (ptr.as_ref().class.vt.is_ready)(ptr) }
+    });
+    if !ready && !p.warned && p.since.elapsed() >= timeout {
+        p.warned = true;
+        tracing::warn!(
+            object = ?handle_of(item, p.index),
+            waited = ?p.since.elapsed(),
+            "object is still not ready for finish_destroy"
+        );
+    }
+    ready
+}
+
+/// Runs `finish_destroy` and flags the object `FINISHED`.
+fn finish(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) {
+    let array = &*stage.array;
+    let item = array.at(index);
+    let ptr = item.object().expect("finished object still allocated");
+    let cx = DestroyCx::new(array, stage.names, handle_of(item, index));
+    // SAFETY: as in `poll`; `cx` never hands out the object being finished.
+    guard(caught, || unsafe {
+        (ptr.as_ref().class.vt.finish_destroy)(ptr, &cx)
+    });
+    item.set(flags::FINISHED);
+}
+
+/// Delete listeners, the name, then the slot and the value. Returns the
+/// bytes freed.
+fn free_one(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) -> usize {
+    let item = stage.array.at(index);
+    let this = handle_of(item, index);
+    if !stage.listeners.delete.is_empty() {
+        let header = stage.array.header(this, 0).expect("freeing a live object");
         let event = ObjectEvent {
             object: this,
-            class,
+            class: header.class,
         };
-        for (_, l) in self.listeners.delete.iter().rev() {
+        for (_, l) in stage.listeners.delete.iter().rev() {
             guard(caught, || l.on_delete(&event));
         }
-        if !self.names.get_mut().is_empty() {
-            self.names.get_mut().remove(index);
-        }
-        let item = self.table.chunks.at(index);
-        item.object.store(std::ptr::null_mut(), Ordering::Release);
-        item.flags.store(0, Ordering::Relaxed);
-        let s = this.serial();
-        if serial::generation(s) >= self.lease.limit {
-            item.serial.store(RETIRED, Ordering::Release);
-            self.retired += 1;
-        } else {
-            item.serial.store(s + 1, Ordering::Release);
-            if item.refcount.load(Ordering::Acquire) > 0 {
-                // A StrongObj still counts on this slot: reuse it only once that drops.
-                self.gc.parked.push(index);
-            } else {
-                self.table.release(index);
-            }
-        }
-        // SAFETY: the slot no longer points at `p`, so this is its one and only drop.
-        guard(caught, || unsafe { (class.vt.drop)(p) });
-        class.size()
     }
-
-    /// Returns parked slots whose strong count has dropped to zero.
-    pub(crate) fn release_parked(&mut self) {
-        let chunks = self.table.chunks.clone();
-        let mut keep = Vec::new();
-        for i in std::mem::take(&mut self.gc.parked) {
-            if chunks.at(i).refcount.load(Ordering::Acquire) > 0 {
-                keep.push(i);
-            } else {
-                self.table.release(i);
-            }
-        }
-        self.gc.parked = keep;
+    let names = stage.names.get_mut();
+    if !names.is_empty() {
+        names.remove(index);
     }
+    stage.array.free(index, caught)
 }

@@ -24,7 +24,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::item::Item;
+use super::item::Item;
 use crate::sync::{AtomicI64, AtomicPtr};
 
 /// Items per chunk (Unreal's `NumElementsPerChunk`).
@@ -160,6 +160,9 @@ pub(crate) struct Table {
     /// Slots `[0, high_water)` have been handed out at least once (as of the
     /// last `sync`).
     high_water: u32,
+    /// While a collection cycle is in flight: every index handed out since
+    /// it started (by `reserve`, seen at `sync`, or by `claim`).
+    taken: Option<Vec<u32>>,
 }
 
 // SAFETY: `dir` points into the directory that `chunks` owns, which is only
@@ -186,6 +189,7 @@ impl Table {
             cursor: AtomicI64::new(0),
             free: Vec::new(),
             high_water: 0,
+            taken: None,
         }
     }
 
@@ -232,17 +236,28 @@ impl Table {
     /// Folds concurrent reservations into `free` and `high_water`.
     pub(crate) fn sync(&mut self) {
         let n = self.cursor.load(Ordering::Acquire);
-        if n >= 0 {
-            self.free.truncate(n as usize);
+        let keep = n.max(0) as usize;
+        let hw = if n >= 0 {
+            self.high_water
         } else {
-            self.free.clear();
-            self.high_water = (self.high_water as i64 - n).min(self.cap as i64) as u32;
+            (self.high_water as i64 - n).min(self.cap as i64) as u32
+        };
+        if let Some(taken) = &mut self.taken {
+            taken.extend(self.free.get(keep..).unwrap_or(&[]).iter().rev());
+            taken.extend(self.high_water..hw);
         }
+        self.free.truncate(keep);
+        self.high_water = hw;
         self.cursor.store(self.free.len() as i64, Ordering::Release);
     }
 
     /// Returns a freed index to the free list (call `sync` first).
     pub(crate) fn release(&mut self, index: u32) {
+        debug_assert_eq!(
+            self.cursor.load(Ordering::Relaxed),
+            self.free.len() as i64,
+            "release without sync: reservations would be lost"
+        );
         self.free.push(index);
         self.cursor.store(self.free.len() as i64, Ordering::Release);
     }
@@ -265,7 +280,25 @@ impl Table {
         }
         self.cursor.store(self.free.len() as i64, Ordering::Release);
         self.chunks.ensure(index);
+        if let Some(taken) = &mut self.taken {
+            taken.push(index);
+        }
         true
+    }
+
+    /// Starts or stops recording the indices handed out (see `taken`).
+    pub(crate) fn record(&mut self, on: bool) {
+        self.taken = on.then(|| self.taken.take().unwrap_or_default());
+        if let Some(t) = &mut self.taken {
+            t.clear();
+        }
+    }
+
+    /// Moves the recorded indices into `out`.
+    pub(crate) fn take_recorded(&mut self, out: &mut Vec<u32>) {
+        if let Some(t) = &mut self.taken {
+            out.append(t);
+        }
     }
 
     /// Indices currently on the free list (as of the last `sync`).

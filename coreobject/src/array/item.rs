@@ -1,0 +1,185 @@
+//! One entry of the object array (Unreal's `FUObjectItem`), its flags, and
+//! the verbs that change them.
+//!
+//! # Layout (24 bytes, `#[repr(C)]`)
+//!
+//! ```text
+//!  0..8    object        *Header   null while the slot is free
+//!  8..12   flags         u32       ROOT, GARBAGE, UNREACHABLE, DISREGARD, … (atomic)
+//! 12..16   cluster_root  u32       Unreal's ClusterRootIndex; 0 = in no cluster
+//! 16..20   serial        u32       heap tag | generation; 0 = never used
+//! 20..24   refcount      u32       strong handles (`StrongObj`) keeping it alive
+//! ```
+//!
+//! The mark bit is *not* here: the collector keeps marks in a side bitmap
+//! (one bit per slot), which is denser to clear and to scan.
+//!
+//! Every write to an item goes through a method below, so the rules of the
+//! slot protocol sit next to the fields they govern.
+
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+
+use crate::object::Header;
+use crate::sync::{AtomicPtr, AtomicU32};
+
+/// Item flags (Unreal's `EInternalObjectFlags`).
+pub(crate) mod flags {
+    /// `AddToRoot`: never collected while set.
+    pub const ROOT: u32 = 1 << 0;
+    /// `MarkAsGarbage`: collected at the next collection, referenced or not.
+    pub const GARBAGE: u32 = 1 << 1;
+    /// Found unreachable; `begin_destroy` has run or is about to; awaiting
+    /// finish and free.
+    pub const UNREACHABLE: u32 = 1 << 2;
+    /// The slot index is in the array's list of root candidates.
+    pub const LISTED: u32 = 1 << 3;
+    /// Lives in the disregard-for-GC pool: permanent, never swept.
+    pub const DISREGARD: u32 = 1 << 4;
+    /// A class default object.
+    pub const DEFAULT_OBJECT: u32 = 1 << 5;
+    /// The class has destruction hooks ([`Lifecycle::HAS_HOOKS`](crate::Lifecycle::HAS_HOOKS)):
+    /// copied here at creation so the sweep can skip hook-free objects
+    /// without touching their memory.
+    pub const HOOKS: u32 = 1 << 6;
+    /// Created while a collection cycle was in flight: alive for that cycle
+    /// (allocated black), whatever the mark bitmap says.
+    pub const BORN: u32 = 1 << 7;
+    /// Waiting in the collector's re-scan list (set by the write barrier,
+    /// so that an object mutated many times is queued once).
+    pub const REGREY: u32 = 1 << 8;
+    /// `finish_destroy` has run; the slot is freed next.
+    pub const FINISHED: u32 = 1 << 9;
+    /// Hidden from `get`: garbage or being destroyed.
+    pub const DEAD: u32 = GARBAGE | UNREACHABLE;
+}
+
+/// A table entry. See the module docs for the layout.
+#[repr(C)]
+pub(crate) struct Item {
+    object: AtomicPtr<Header>,
+    flags: AtomicU32,
+    cluster_root: AtomicU32,
+    serial: AtomicU32,
+    refcount: AtomicU32,
+}
+
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Item>() == 24);
+
+/// The serial of a retired slot: heap tag 0, which no handle carries.
+pub(crate) const RETIRED: u32 = 1;
+
+/// The most [`StrongObj`](crate::StrongObj) handles one object may have.
+const MAX_REFCOUNT: u32 = i32::MAX as u32;
+
+impl Item {
+    pub(crate) fn new() -> Item {
+        Item {
+            object: AtomicPtr::new(std::ptr::null_mut()),
+            flags: AtomicU32::new(0),
+            cluster_root: AtomicU32::new(0),
+            serial: AtomicU32::new(0),
+            refcount: AtomicU32::new(0),
+        }
+    }
+
+    // ----- reads ------------------------------------------------------------
+
+    #[inline(always)]
+    pub(crate) fn flags(&self) -> u32 {
+        self.flags.load(Relaxed)
+    }
+
+    #[inline(always)]
+    pub(crate) fn serial(&self) -> u32 {
+        self.serial.load(Acquire)
+    }
+
+    #[inline(always)]
+    pub(crate) fn object(&self) -> Option<NonNull<Header>> {
+        NonNull::new(self.object.load(Acquire))
+    }
+
+    #[inline(always)]
+    pub(crate) fn refcount(&self) -> u32 {
+        self.refcount.load(Acquire)
+    }
+
+    /// Whether the item is a root: rooted, or held by a strong handle.
+    #[inline]
+    pub(crate) fn is_root(&self) -> bool {
+        self.flags() & flags::ROOT != 0 || self.refcount() > 0
+    }
+
+    // ----- the slot's life ----------------------------------------------------
+
+    /// Publishes an object in a slot its caller owns exclusively: flags
+    /// first, then the pointer, then the serial (readers check the serial
+    /// last, so a half-filled slot never resolves).
+    #[inline]
+    pub(crate) fn fill(&self, p: NonNull<Header>, flags: u32, serial: u32) {
+        self.flags.store(flags, Relaxed);
+        self.cluster_root.store(0, Relaxed);
+        self.object.store(p.as_ptr(), Release);
+        self.serial.store(serial, Release);
+    }
+
+    /// Empties the slot and moves its serial to `next` (the next generation,
+    /// or [`RETIRED`]). Returns the object it held.
+    pub(crate) fn vacate(&self, next: u32) -> Option<NonNull<Header>> {
+        let p = self.object.swap(std::ptr::null_mut(), AcqRel);
+        self.flags.store(0, Relaxed);
+        self.serial.store(next, Release);
+        NonNull::new(p)
+    }
+
+    /// Empties the slot for good (the heap is going away). Returns the object.
+    pub(crate) fn take(&self) -> Option<NonNull<Header>> {
+        NonNull::new(self.object.swap(std::ptr::null_mut(), AcqRel))
+    }
+
+    // ----- flags --------------------------------------------------------------
+
+    /// Sets flags; returns the previous ones.
+    #[inline]
+    pub(crate) fn set(&self, f: u32) -> u32 {
+        self.flags.fetch_or(f, Relaxed)
+    }
+
+    /// Clears flags; returns the previous ones.
+    #[inline]
+    pub(crate) fn clear(&self, f: u32) -> u32 {
+        self.flags.fetch_and(!f, Relaxed)
+    }
+
+    /// Sets `ROOT`; true if the index must join the root list.
+    pub(crate) fn add_root(&self) -> bool {
+        self.set(flags::ROOT | flags::LISTED) & flags::LISTED == 0
+    }
+
+    /// Marks the index as listed; true if it was not (it must join the list).
+    pub(crate) fn list(&self) -> bool {
+        self.set(flags::LISTED) & flags::LISTED == 0
+    }
+
+    // ----- strong handles -----------------------------------------------------
+
+    /// Takes a strong count. Returns the previous count.
+    ///
+    /// # Panics
+    /// Past [`MAX_REFCOUNT`] handles to one object.
+    pub(crate) fn acquire(&self) -> u32 {
+        let prev = self.refcount.fetch_add(1, Relaxed);
+        if prev >= MAX_REFCOUNT {
+            self.refcount.fetch_sub(1, Relaxed);
+            panic!("more than {MAX_REFCOUNT} StrongObj handles to one object");
+        }
+        prev
+    }
+
+    /// Drops a strong count.
+    pub(crate) fn release(&self) {
+        self.refcount.fetch_sub(1, Release);
+    }
+}

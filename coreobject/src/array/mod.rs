@@ -1,0 +1,575 @@
+//! The object array (Unreal's `FUObjectArray`): the slots, the slot
+//! protocol, and the one safe door through which a handle becomes a
+//! reference.
+//!
+//! Everything that knows how a slot is filled, checked, emptied, retired or
+//! parked lives here; the heap and the collector call these methods and
+//! never touch an [`Item`] themselves.
+//!
+//! # The slot protocol
+//!
+//! * **fill**: a slot reserved by the lock-free allocator ([`table`]) gets its
+//!   object, its flags and then its serial; a handle resolves only once the
+//!   serial is stored.
+//! * **resolve**: a handle resolves while its slot carries exactly its serial
+//!   and an object, and the object's flags do not hide it.
+//! * **free**: the slot is emptied and its generation bumped, so every
+//!   handle to the old object is stale for good; the index then returns to
+//!   the free list, or is **retired** when the generation has run out, or is
+//!   **parked** while a [`StrongObj`](crate::StrongObj) still counts on the
+//!   slot.
+
+mod item;
+mod table;
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::class::{Class, Object};
+use crate::error::ResolveError;
+use crate::handle::{AnyObj, Obj};
+use crate::lifecycle::{guard, Caught};
+use crate::names::Names;
+use crate::object::{Header, ObjBox};
+use crate::serial::{self, TagLease};
+
+pub(crate) use item::{flags, Item, RETIRED};
+pub(crate) use table::Chunks;
+use table::Table;
+pub use table::CHUNK_SIZE;
+
+/// State of the disregard-for-GC pool.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Pool {
+    /// Objects created now go into the pool (while their index fits).
+    pub(crate) open: bool,
+    /// Indices below this may hold pool objects.
+    pub(crate) capacity: u32,
+    /// First index the collector considers (Unreal's `ObjFirstGCIndex`).
+    pub(crate) end: u32,
+}
+
+/// What the collector hides while it purges a cycle incrementally: objects
+/// below `end` that are neither marked nor born during the cycle are
+/// unreachable, and resolve to nothing from the moment marking ends, even
+/// before the purge reaches them.
+#[derive(Default)]
+pub(crate) struct Condemned {
+    /// The mark bitmap of the cycle being purged.
+    pub(crate) marks: Vec<u64>,
+    /// The high water at the cycle's start; slots at or above it are newer.
+    pub(crate) end: u32,
+    /// Whether the hiding applies (between the end of marking and the end
+    /// of the unreachable scan).
+    pub(crate) active: bool,
+}
+
+impl Condemned {
+    #[inline(always)]
+    pub(crate) fn is_marked(&self, i: u32) -> bool {
+        self.marks[(i >> 6) as usize] & (1 << (i & 63)) != 0
+    }
+}
+
+/// The slots, their allocator, the root list and the pool.
+pub(crate) struct ObjectArray {
+    table: Table,
+    lease: TagLease,
+    pool: Pool,
+    /// Indices that may be roots (`ROOT` flag or non-zero ref count).
+    roots: Mutex<Vec<u32>>,
+    /// Slots retired because their generation counter ran out.
+    retired: u32,
+    /// Freed slots that a `StrongObj` still counts on.
+    parked: Vec<u32>,
+    /// Unreachable objects the purge has not reached yet.
+    pub(crate) condemned: Condemned,
+}
+
+impl fmt::Debug for ObjectArray {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectArray")
+            .field("tag", &self.lease.tag)
+            .field("live", &self.len())
+            .field("cap", &self.table.cap())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectArray {
+    pub(crate) fn new(cap: u32, preallocate: bool, pool_capacity: u32, lease: TagLease) -> Self {
+        ObjectArray {
+            table: Table::new(cap, preallocate),
+            lease,
+            pool: Pool {
+                open: false,
+                capacity: pool_capacity,
+                end: 0,
+            },
+            roots: Mutex::new(Vec::new()),
+            retired: 0,
+            parked: Vec::new(),
+            condemned: Condemned::default(),
+        }
+    }
+
+    pub(crate) fn tag(&self) -> u32 {
+        self.lease.tag
+    }
+
+    pub(crate) fn cap(&self) -> u32 {
+        self.table.cap()
+    }
+
+    pub(crate) fn chunks(&self) -> &Arc<Chunks> {
+        &self.table.chunks
+    }
+
+    /// The item at `index`, if its chunk exists.
+    #[inline(always)]
+    pub(crate) fn item(&self, index: u32) -> Option<&Item> {
+        self.table.item(index)
+    }
+
+    /// The item at `index`, which the caller knows is allocated.
+    #[inline(always)]
+    pub(crate) fn at(&self, index: u32) -> &Item {
+        self.table.chunks.at(index)
+    }
+
+    // ----- filling ------------------------------------------------------------
+
+    /// Reserves a slot index, lock-free, from any thread. `None` at the cap.
+    #[inline]
+    pub(crate) fn reserve(&self) -> Option<u32> {
+        self.table.reserve()
+    }
+
+    /// Claims a specific free index (for `create_at`).
+    pub(crate) fn claim(&mut self, index: u32) -> Result<(), crate::Error> {
+        self.table.sync();
+        if index >= self.table.cap() {
+            return Err(crate::Error::IndexPastCap {
+                index,
+                cap: self.table.cap(),
+            });
+        }
+        if index < self.pool.end || !self.table.claim(index) {
+            return Err(crate::Error::IndexTaken(index));
+        }
+        Ok(())
+    }
+
+    /// Fills a reserved slot with a new object. The caller owns `index`
+    /// exclusively. `extra` are flags to set at birth.
+    #[inline]
+    pub(crate) fn fill<T: Object>(
+        &self,
+        index: u32,
+        value: T,
+        outer: Option<AnyObj>,
+        extra: u32,
+    ) -> Obj<T> {
+        let item = self.at(index);
+        let old = item.serial();
+        // A fresh slot starts at the tag's floor; a reused one already carries
+        // the generation its last free bumped it to.
+        let serial = if old == 0 {
+            serial::make(self.lease.tag, self.lease.floor)
+        } else {
+            old
+        };
+        debug_assert_ne!(old, RETIRED, "retired slot handed out");
+        let mut f = extra;
+        if T::HAS_HOOKS {
+            f |= flags::HOOKS;
+        }
+        if self.pool.open && index < self.pool.capacity {
+            f |= flags::DISREGARD;
+        }
+        item.fill(ObjBox::alloc(value, outer), f, serial);
+        AnyObj::new(index, NonZeroU32::new(serial).expect("tag is never 0")).assume()
+    }
+
+    // ----- resolving ------------------------------------------------------------
+
+    /// Finds a handle's live header, hiding objects whose flags meet `hidden`.
+    #[inline(always)]
+    pub(crate) fn lookup(&self, h: AnyObj, hidden: u32) -> Result<NonNull<Header>, ResolveError> {
+        let Some(item) = self.table.item(h.index()) else {
+            return Err(self.miss(h));
+        };
+        if item.serial() != h.serial() {
+            return Err(self.miss(h));
+        }
+        let Some(p) = item.object() else {
+            return Err(self.miss(h));
+        };
+        let f = item.flags();
+        if f & hidden != 0 {
+            return Err(ResolveError::Garbage(h));
+        }
+        if self.condemned.active
+            && hidden & flags::UNREACHABLE != 0
+            && self.is_condemned(h.index(), f)
+        {
+            return Err(ResolveError::Garbage(h));
+        }
+        Ok(p)
+    }
+
+    /// Whether the purge in flight will find slot `i` unreachable.
+    #[cold]
+    fn is_condemned(&self, i: u32, f: u32) -> bool {
+        i >= self.pool.end
+            && i < self.condemned.end
+            && f & (flags::BORN | flags::DISREGARD) == 0
+            && !self.condemned.is_marked(i)
+    }
+
+    #[cold]
+    fn miss(&self, h: AnyObj) -> ResolveError {
+        let t = serial::tag(h.serial());
+        // Every slot of this heap starts at its lease's floor: a generation
+        // below it was issued by an earlier heap that held the same tag.
+        if t != self.lease.tag || serial::generation(h.serial()) < self.lease.floor {
+            ResolveError::Foreign {
+                handle: h,
+                handle_heap: t,
+                this_heap: self.lease.tag,
+            }
+        } else {
+            ResolveError::Stale(h)
+        }
+    }
+
+    /// The header of a live object.
+    #[inline]
+    pub(crate) fn header(&self, h: AnyObj, hidden: u32) -> Result<&Header, ResolveError> {
+        let p = self.lookup(h, hidden)?;
+        // SAFETY: `p` is a live header; objects are freed only through `&mut self`.
+        Ok(unsafe { p.as_ref() })
+    }
+
+    #[inline(always)]
+    fn typed<T: Object>(&self, h: AnyObj, hidden: u32) -> Result<NonNull<Header>, ResolveError> {
+        let p = self.lookup(h, hidden)?;
+        // SAFETY: `p` is a live header; reading its class is a shared read.
+        let class = unsafe { p.as_ref() }.class;
+        if !class.is::<T>() {
+            return Err(ResolveError::WrongClass {
+                handle: h,
+                expected: T::class().name(),
+                actual: class.name(),
+            });
+        }
+        Ok(p)
+    }
+
+    /// The one safe door from a handle to a shared reference.
+    ///
+    /// The proof, stated once: the lookup found a live header whose class is
+    /// `T`'s, so it heads an `ObjBox<T>`; objects are freed and mutably
+    /// borrowed only through `&mut self`, which cannot coexist with the
+    /// returned `&T`. (Destruction hooks borrow their own object mutably while
+    /// a `&ObjectArray` exists: [`DestroyCx`](crate::DestroyCx) refuses that
+    /// one object.)
+    #[inline(always)]
+    pub(crate) fn resolve<T: Object>(&self, h: AnyObj, hidden: u32) -> Result<&T, ResolveError> {
+        let p = self.typed::<T>(h, hidden)?;
+        // SAFETY: see above.
+        Ok(unsafe { ObjBox::<T>::value(p) })
+    }
+
+    /// The one safe door from a handle to an exclusive reference; also
+    /// gives the object's item, for the write barrier.
+    #[inline(always)]
+    pub(crate) fn resolve_mut<T: Object>(
+        &mut self,
+        h: AnyObj,
+    ) -> Result<(&mut T, &Item), ResolveError> {
+        let p = self.typed::<T>(h, flags::DEAD)?;
+        let item = self.at(h.index());
+        // SAFETY: as in `resolve`, and `&mut self` excludes every other reference to
+        // the value (the item is a separate allocation, only ever shared).
+        Ok((unsafe { ObjBox::<T>::value_mut(p) }, item))
+    }
+
+    /// Whether iteration and resolution hide slot `i` (with flags `f`):
+    /// garbage, being destroyed, or condemned by the purge in flight.
+    #[inline]
+    pub(crate) fn hides(&self, i: u32, f: u32) -> bool {
+        f & flags::DEAD != 0 || (self.condemned.active && self.is_condemned(i, f))
+    }
+
+    // ----- roots ----------------------------------------------------------------
+
+    /// Puts an index on the root-candidate list.
+    pub(crate) fn list_root(&self, index: u32) {
+        self.roots.lock().push(index);
+    }
+
+    /// The root-candidate list, for the collector to filter.
+    pub(crate) fn roots_mut(&mut self) -> &mut Vec<u32> {
+        self.roots.get_mut()
+    }
+
+    /// Takes a strong count on a live object's slot.
+    pub(crate) fn strong<T>(&self, h: AnyObj) -> crate::StrongObj<T> {
+        let (s, prev) = crate::StrongObj::acquire(&self.table.chunks, h);
+        if prev == 0 && self.at(h.index()).list() {
+            self.list_root(h.index());
+        }
+        s
+    }
+
+    // ----- freeing ----------------------------------------------------------------
+
+    /// Empties a slot, moves its serial on (bump, or retire when the
+    /// generation has run out), returns the index to the free list (or parks
+    /// it while a strong handle counts on it), and drops the object, catching
+    /// a panicking `Drop`. Returns the bytes freed.
+    pub(crate) fn free(&mut self, index: u32, caught: &mut Caught) -> usize {
+        let item = self.table.chunks.at(index);
+        let s = item.serial();
+        let retire = serial::generation(s) >= self.lease.limit;
+        let p = item
+            .vacate(if retire { RETIRED } else { s + 1 })
+            .expect("freeing an empty slot");
+        if retire {
+            self.retired += 1;
+        } else if item.refcount() > 0 {
+            // A StrongObj still counts on this slot: reuse it only once that drops.
+            self.parked.push(index);
+        } else {
+            self.table.release(index);
+        }
+        // SAFETY: `p` was a live header that the slot no longer points at, so
+        // this is its one and only drop.
+        let class = unsafe { p.as_ref() }.class;
+        // SAFETY: as above; the vtable is the object's own class's.
+        guard(caught, || unsafe { (class.vt.drop)(p) });
+        class.size()
+    }
+
+    /// Returns parked slots whose strong count has dropped to zero.
+    pub(crate) fn release_parked(&mut self) {
+        let mut parked = std::mem::take(&mut self.parked);
+        parked.retain(|&i| {
+            let keep = self.table.chunks.at(i).refcount() > 0;
+            if !keep {
+                self.table.release(i);
+            }
+            keep
+        });
+        self.parked = parked;
+    }
+
+    // ----- counts -------------------------------------------------------------------
+
+    /// Folds concurrent reservations into the free list and high water.
+    pub(crate) fn sync(&mut self) {
+        self.table.sync();
+    }
+
+    pub(crate) fn high_water(&self) -> u32 {
+        self.table.high_water()
+    }
+
+    /// Starts recording the slots handed out (a collection cycle begins).
+    pub(crate) fn start_recording(&mut self) {
+        self.table.record(true);
+    }
+
+    /// Stops recording (the cycle ended).
+    pub(crate) fn stop_recording(&mut self) {
+        self.table.record(false);
+    }
+
+    /// Moves the slots handed out since the last call into `out` (call
+    /// `sync` first to include reservations from `&self`).
+    pub(crate) fn take_born(&mut self, out: &mut Vec<u32>) {
+        self.table.take_recorded(out);
+    }
+
+    /// Objects allocated.
+    pub(crate) fn len(&self) -> usize {
+        self.table.high_water() as usize
+            - self.table.free_remaining()
+            - self.retired as usize
+            - self.parked.len()
+    }
+
+    pub(crate) fn free_remaining(&self) -> usize {
+        self.table.free_remaining()
+    }
+
+    pub(crate) fn retired(&self) -> u32 {
+        self.retired
+    }
+
+    pub(crate) fn allocated_chunks(&self) -> usize {
+        self.table.chunks.allocated_chunks()
+    }
+
+    /// Bytes of the root list and parked list.
+    pub(crate) fn list_bytes(&self) -> usize {
+        (self.roots.lock().capacity() + self.parked.capacity()) * 4
+    }
+
+    // ----- the pool ----------------------------------------------------------------
+
+    pub(crate) fn pool(&self) -> Pool {
+        self.pool
+    }
+
+    pub(crate) fn pool_mut(&mut self) -> &mut Pool {
+        &mut self.pool
+    }
+
+    /// The end of the pool's index range, open or closed.
+    pub(crate) fn pool_end(&self) -> u32 {
+        if self.pool.open {
+            self.table.high_water().min(self.pool.capacity)
+        } else {
+            self.pool.end
+        }
+    }
+
+    // ----- iteration ------------------------------------------------------------------
+
+    /// The live object in slot `index`, if any.
+    #[inline]
+    pub(crate) fn slot<'h>(
+        &'h self,
+        names: &'h RwLock<Names>,
+        index: u32,
+    ) -> Option<ObjectRef<'h>> {
+        let item = self.table.item(index)?;
+        let header = item.object()?;
+        let serial = NonZeroU32::new(item.serial())?;
+        Some(ObjectRef {
+            names,
+            id: AnyObj::new(index, serial),
+            // SAFETY: `header` is live while `&self` is borrowed.
+            header: unsafe { header.as_ref() },
+            value: header,
+            flags: item.flags(),
+        })
+    }
+
+    /// Allocated objects per class, most numerous first.
+    pub(crate) fn class_counts(&self) -> Vec<(&'static str, usize)> {
+        let mut by: std::collections::HashMap<*const Class, (&'static str, usize)> =
+            std::collections::HashMap::new();
+        for i in 0..self.high_water() {
+            if let Some(p) = self.item(i).and_then(Item::object) {
+                // SAFETY: `p` is a live header while `&self` is borrowed.
+                let c = unsafe { p.as_ref() }.class;
+                by.entry(c as *const Class).or_insert((c.name(), 0)).1 += 1;
+            }
+        }
+        let mut v: Vec<_> = by.into_values().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        v
+    }
+
+    /// Drops every object, runs on: a panicking `Drop` does not stop the
+    /// others. Releases the tag. Returns the first panic.
+    pub(crate) fn drop_all(&mut self) -> Caught {
+        self.table.sync();
+        let mut caught: Caught = None;
+        let mut highest: Option<u32> = (self.retired > 0).then_some(self.lease.limit);
+        for i in 0..self.table.high_water() {
+            let Some(item) = self.item(i) else { continue };
+            let s = item.serial();
+            if serial::tag(s) == self.lease.tag {
+                let g = serial::generation(s);
+                highest = Some(highest.map_or(g, |h| h.max(g)));
+            }
+            if let Some(p) = item.take() {
+                // SAFETY: `p` is a live header owned by this slot; it was just unlinked,
+                // so it is dropped exactly once, and no reference into the heap remains.
+                guard(&mut caught, || unsafe { (p.as_ref().class.vt.drop)(p) });
+            }
+        }
+        serial::release(self.lease, highest);
+        // The tag is released once; a second call finds nothing to drop.
+        self.lease.tag = 0;
+        caught
+    }
+}
+
+impl Drop for ObjectArray {
+    fn drop(&mut self) {
+        if self.lease.tag != 0 {
+            // Panics were already reported by the heap's drop; a bare array
+            // (never the case outside tests) swallows them rather than abort.
+            drop(self.drop_all());
+        }
+    }
+}
+
+/// A live object seen while iterating.
+#[derive(Clone, Copy)]
+pub struct ObjectRef<'h> {
+    names: &'h RwLock<Names>,
+    id: AnyObj,
+    header: &'h Header,
+    value: NonNull<Header>,
+    flags: u32,
+}
+
+impl<'h> ObjectRef<'h> {
+    pub(crate) fn header_ptr(&self) -> NonNull<Header> {
+        self.value
+    }
+    pub(crate) fn flags(&self) -> u32 {
+        self.flags
+    }
+    /// The object's handle.
+    pub fn id(&self) -> AnyObj {
+        self.id
+    }
+    /// Its class.
+    pub fn class(&self) -> &'static Class {
+        self.header.class
+    }
+    /// Its outer, if any.
+    pub fn outer(&self) -> Option<AnyObj> {
+        self.header.outer
+    }
+    /// Whether it is in the disregard-for-GC pool.
+    pub fn is_disregard(&self) -> bool {
+        self.flags & flags::DISREGARD != 0
+    }
+    /// Whether it is in the root set.
+    pub fn is_rooted(&self) -> bool {
+        self.flags & flags::ROOT != 0
+    }
+    /// The value, if it is a `T`.
+    pub fn downcast<T: Object>(&self) -> Option<&'h T> {
+        if !self.class().is::<T>() {
+            return None;
+        }
+        // SAFETY: the class matches, so the header heads an ObjBox<T>, live for 'h.
+        Some(unsafe { ObjBox::<T>::value(self.value) })
+    }
+    /// Its display name: its name, or `Class_index` if it has none.
+    pub fn display_name(&self) -> String {
+        match self.names.read().name_of(self.id.index()) {
+            Some(n) => n.to_string(),
+            None => format!("{}_{}", self.class().name(), self.id.index()),
+        }
+    }
+}
+
+impl fmt::Debug for ObjectRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({:?})", self.class().name(), self.id)
+    }
+}

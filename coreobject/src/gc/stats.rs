@@ -1,0 +1,139 @@
+//! What collections report: triggers, per-cycle stats, running totals,
+//! and what each [`Heap::tick`](crate::Heap::tick) did.
+
+use std::time::Duration;
+
+/// What started a collection.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Trigger {
+    /// [`Heap::collect`](crate::Heap::collect) was called.
+    #[default]
+    Explicit,
+    /// [`GcConfig::every_frame`](crate::GcConfig::every_frame): every tick.
+    EveryFrame,
+    /// [`GcConfig::interval`](crate::GcConfig::interval) elapsed.
+    Interval,
+    /// [`GcConfig::object_threshold`](crate::GcConfig::object_threshold) reached.
+    ObjectCount,
+    /// [`GcConfig::bytes_threshold`](crate::GcConfig::bytes_threshold) reached.
+    Bytes,
+    /// [`GcConfig::growth`](crate::GcConfig::growth): the live count grew by
+    /// that factor since the last collection's survivors.
+    Growth,
+}
+
+/// What one collection did.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CollectStats {
+    /// What started it.
+    pub trigger: Trigger,
+    /// Time gathering roots and marking.
+    pub mark: Duration,
+    /// Time finding unreachable objects and running `begin_destroy`.
+    pub sweep: Duration,
+    /// Time finishing, freeing and dropping.
+    pub destroy: Duration,
+    /// Wall time of the whole collection, pre-collection callbacks included.
+    pub total: Duration,
+    /// Roots found (root set, strong handles, referencers' reports).
+    pub roots: usize,
+    /// Objects marked reachable (pool objects are not counted).
+    pub marked: usize,
+    /// Objects found unreachable this time.
+    pub unreachable: usize,
+    /// Objects freed (this time's and earlier pending ones now ready).
+    pub freed: usize,
+    /// Bytes of object allocations freed (header and value).
+    pub freed_bytes: usize,
+    /// Objects still waiting for `is_ready_for_finish_destroy`.
+    pub pending: usize,
+    /// Objects allocated after the collection.
+    pub live: usize,
+    /// Slices the cycle took (1 for a stop-the-world collection).
+    pub slices: usize,
+    /// The longest slice.
+    pub max_slice: Duration,
+    /// Whether allocation outpaced the budgeted cycle and it was finished at
+    /// once ([`GcConfig::incremental_debt`](crate::GcConfig::incremental_debt)).
+    pub forced: bool,
+    /// Objects created while the cycle was in flight (all survive it).
+    pub born: usize,
+}
+
+/// Where the collector is in a cycle.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Phase {
+    /// No cycle in flight.
+    #[default]
+    Idle,
+    /// Marking: tracing from the roots, in slices when incremental.
+    Mark,
+    /// Purging: flagging unreachable objects, `begin_destroy`,
+    /// `finish_destroy`, delete listeners and freeing, in slices when
+    /// incremental.
+    Purge,
+}
+
+/// What one [`Heap::tick`](crate::Heap::tick) did.
+///
+/// With [`GcConfig::incremental`](crate::GcConfig::incremental) set, a tick
+/// runs at most one budgeted slice of a cycle; without it, a tick either
+/// runs a whole collection (when a trigger fires) or polls objects waiting
+/// to finish destruction.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tick {
+    /// The collector's phase after this tick.
+    pub phase: Phase,
+    /// Time spent in the collector during this tick, whatever the phase.
+    pub time: Duration,
+    /// Objects processed during this tick: marked, swept or destroyed.
+    pub work: usize,
+    /// Objects freed during this tick (this cycle's and earlier pending ones).
+    pub freed: usize,
+    /// The trigger of a cycle that started during this tick.
+    pub started: Option<Trigger>,
+    /// The stats of a cycle that completed during this tick.
+    pub completed: Option<CollectStats>,
+}
+
+impl Tick {
+    /// Whether the tick did anything at all.
+    pub fn did_work(&self) -> bool {
+        self.started.is_some() || self.completed.is_some() || self.work > 0 || self.freed > 0
+    }
+}
+
+/// Running totals (the Mundi collector's last/total counts).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GcTotals {
+    /// Collections run.
+    pub collections: u64,
+    /// Objects freed by the last collection.
+    pub last_freed: usize,
+    /// Objects freed in total (by collections and by ticks that finished
+    /// pending objects).
+    pub total_freed: u64,
+    /// Bytes freed in total.
+    pub total_freed_bytes: u64,
+    /// Time spent collecting in total.
+    pub total_time: Duration,
+    /// The longest collection.
+    pub max_pause: Duration,
+}
+
+/// What pre-collection callbacks learn.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Clone, Copy, Debug)]
+pub struct PreCollect {
+    /// The number this collection will have (1 for the first).
+    pub collection: u64,
+    /// Objects allocated before it.
+    pub objects: usize,
+}
