@@ -43,7 +43,10 @@ pub fn write_svg(path: &Path, title: &str, report: &RunReport) -> Result<(), Box
 
 /// The collector's time in each frame (`Tick::time`), a bar per frame in
 /// which it did something, coloured by the phase the tick left it in, and
-/// the budget as a horizontal line.
+/// the budget as a horizontal line. Bars taller than twenty budgets (a
+/// cycle forced to finish at once can take hundreds of milliseconds) are
+/// clipped, so that the budget line stays readable; the caption says how
+/// many and the longest.
 fn draw_slices(
     top: &Area<'_>,
     frames: &[FrameRecord],
@@ -52,23 +55,34 @@ fn draw_slices(
     half: f64,
 ) -> Result<(), Box<dyn Error>> {
     let budget_ms = budget_us / 1000.0;
+    let clip_ms = 20.0 * budget_ms;
     let max_ms = frames
         .iter()
         .filter(|f| f.gc_worked)
         .map(|f| f.gc_us / 1000.0)
         .fold(budget_ms, f64::max);
+    let clipped = frames
+        .iter()
+        .filter(|f| f.gc_worked && f.gc_us / 1000.0 > clip_ms)
+        .count();
+    let note = if clipped > 0 {
+        format!("; {clipped} bars clipped at {clip_ms:.0} ms, the longest {max_ms:.0} ms")
+    } else {
+        String::new()
+    };
+    let top_ms = max_ms.min(clip_ms) * 1.15;
     let mut chart = ChartBuilder::on(top)
         .margin(14)
         .caption(
             format!(
                 "collector time per frame (Tick::time; bars) and the {budget_ms:.2} ms budget \
-                 (line)"
+                 (line){note}"
             ),
             ("sans-serif", 16),
         )
         .x_label_area_size(38)
         .y_label_area_size(70)
-        .build_cartesian_2d(0.0..x_end, 0.0..(max_ms * 1.25).max(0.01))?;
+        .build_cartesian_2d(0.0..x_end, 0.0..top_ms.max(0.01))?;
     chart
         .configure_mesh()
         .x_desc("frame")
@@ -87,10 +101,8 @@ fn draw_slices(
             .filter(|f| f.gc_worked && slice_kind(f) == label)
             .map(|f| {
                 let x = f64::from(f.frame);
-                Rectangle::new(
-                    [(x - half, 0.0), (x + half, f.gc_us / 1000.0)],
-                    color.filled(),
-                )
+                let bar = (f.gc_us / 1000.0).min(top_ms);
+                Rectangle::new([(x - half, 0.0), (x + half, bar)], color.filled())
             })
             .collect();
         if bars.is_empty() {

@@ -256,7 +256,11 @@ impl Sim {
     /// world, its levels, and actors up to the target population.
     pub fn new(settings: Settings) -> Result<Sim, Error> {
         let epoch = Instant::now();
-        let max_objects = (settings.objects.saturating_mul(4) + (1 << 16))
+        // Room for floating garbage: an incremental collector that falls
+        // behind allocation holds several times the target population (the
+        // table's chunks are allocated on first use, so the cap costs
+        // nothing until then).
+        let max_objects = (settings.objects.saturating_mul(16) + (1 << 16))
             .max(HeapConfig::DEFAULT.max_objects as usize)
             .min(1 << 31) as u32;
         let mut heap = Heap::with_config(HeapConfig {
