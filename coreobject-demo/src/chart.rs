@@ -1,25 +1,27 @@
-//! The SVG chart: collector pauses per frame above, the live object count
-//! below.
+//! The SVG chart: above, the collector's time per frame against the budget
+//! (incremental mode) or its pauses per frame (full mode); below, the live
+//! object count.
 
 use std::error::Error;
 use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::report::RunReport;
 use crate::stats::{CollectionRecord, FrameRecord};
+use crate::world::GcMode;
 
 const GREY: RGBColor = RGBColor(150, 150, 150);
 const INTERVAL: RGBColor = RGBColor(31, 119, 180);
 const THRESHOLD: RGBColor = RGBColor(255, 127, 14);
 const FINAL: RGBColor = RGBColor(44, 160, 44);
+const BUDGET: RGBColor = RGBColor(214, 39, 40);
 
-/// Draws `frames` and `collections` into an SVG file at `path`.
-pub fn write_svg(
-    path: &Path,
-    title: &str,
-    frames: &[FrameRecord],
-    collections: &[CollectionRecord],
-) -> Result<(), Box<dyn Error>> {
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// Draws the run's frames and collections into an SVG file at `path`.
+pub fn write_svg(path: &Path, title: &str, report: &RunReport) -> Result<(), Box<dyn Error>> {
+    let frames = &report.frames;
     let root = SVGBackend::new(path, (1200, 820)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 22))?;
@@ -28,14 +30,133 @@ pub fn write_svg(
     let x_end = frames.len() as f64 + 1.0;
     // Bars a few pixels wide whatever the frame count.
     let half = (x_end / 400.0).max(0.4);
+    match report.settings.gc {
+        GcMode::Full => draw_pauses(&top, frames, &report.collection_log, x_end, half)?,
+        GcMode::Incremental => {
+            draw_slices(&top, frames, report.gc_per_frame.budget_us, x_end, half)?
+        }
+    }
+    draw_live(&bottom, frames, x_end)?;
+    root.present()?;
+    Ok(())
+}
 
+/// The collector's time in each frame (`Tick::time`), a bar per frame in
+/// which it did something, coloured by the phase the tick left it in, and
+/// the budget as a horizontal line. Bars taller than twenty budgets (a
+/// cycle forced to finish at once can take hundreds of milliseconds) are
+/// clipped, so that the budget line stays readable; the caption says how
+/// many and the longest.
+fn draw_slices(
+    top: &Area<'_>,
+    frames: &[FrameRecord],
+    budget_us: f64,
+    x_end: f64,
+    half: f64,
+) -> Result<(), Box<dyn Error>> {
+    let budget_ms = budget_us / 1000.0;
+    let clip_ms = 20.0 * budget_ms;
+    let max_ms = frames
+        .iter()
+        .filter(|f| f.gc_worked)
+        .map(|f| f.gc_us / 1000.0)
+        .fold(budget_ms, f64::max);
+    let clipped = frames
+        .iter()
+        .filter(|f| f.gc_worked && f.gc_us / 1000.0 > clip_ms)
+        .count();
+    let note = if clipped > 0 {
+        format!("; {clipped} bars clipped at {clip_ms:.0} ms, the longest {max_ms:.0} ms")
+    } else {
+        String::new()
+    };
+    let top_ms = max_ms.min(clip_ms) * 1.15;
+    let mut chart = ChartBuilder::on(top)
+        .margin(14)
+        .caption(
+            format!(
+                "collector time per frame (Tick::time; bars) and the {budget_ms:.2} ms budget \
+                 (line){note}"
+            ),
+            ("sans-serif", 16),
+        )
+        .x_label_area_size(38)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_end, 0.0..top_ms.max(0.01))?;
+    chart
+        .configure_mesh()
+        .x_desc("frame")
+        .y_desc("milliseconds")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.2}"))
+        .draw()?;
+    for (label, color) in [
+        ("slice, cycle marking", INTERVAL),
+        ("slice, cycle purging", THRESHOLD),
+        ("slice that completed a cycle", FINAL),
+        ("idle tick that freed objects", GREY),
+    ] {
+        let bars: Vec<_> = frames
+            .iter()
+            .filter(|f| f.gc_worked && slice_kind(f) == label)
+            .map(|f| {
+                let x = f64::from(f.frame);
+                let bar = (f.gc_us / 1000.0).min(top_ms);
+                Rectangle::new([(x - half, 0.0), (x + half, bar)], color.filled())
+            })
+            .collect();
+        if bars.is_empty() {
+            continue;
+        }
+        chart
+            .draw_series(bars)?
+            .label(label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.filled()));
+    }
+    chart
+        .draw_series(LineSeries::new(
+            [(0.0, budget_ms), (x_end, budget_ms)],
+            BUDGET.stroke_width(2),
+        ))?
+        .label(format!("budget ({budget_ms:.2} ms)"))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BUDGET.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// Which legend entry a frame's collector bar belongs to.
+fn slice_kind(f: &FrameRecord) -> &'static str {
+    if f.pause_us.is_some() {
+        "slice that completed a cycle"
+    } else {
+        match f.gc_phase {
+            "mark" => "slice, cycle marking",
+            "purge" => "slice, cycle purging",
+            _ => "idle tick that freed objects",
+        }
+    }
+}
+
+/// Stop-the-world pauses, a bar per collection, and the game logic's time.
+fn draw_pauses(
+    top: &Area<'_>,
+    frames: &[FrameRecord],
+    collections: &[CollectionRecord],
+    x_end: f64,
+    half: f64,
+) -> Result<(), Box<dyn Error>> {
     let max_ms = collections
         .iter()
-        .map(|c| c.total_us)
+        .map(|c| c.cycle_us)
         .chain(frames.iter().map(|f| f.logic_us))
         .fold(0.0, f64::max)
         / 1000.0;
-    let mut pauses = ChartBuilder::on(&top)
+    let mut pauses = ChartBuilder::on(top)
         .margin(14)
         .caption(
             "collector pause per frame (bars) and game logic time per frame (line)",
@@ -71,7 +192,7 @@ pub fn write_svg(
             .map(|c| {
                 let x = f64::from(c.frame);
                 Rectangle::new(
-                    [(x - half, 0.0), (x + half, c.total_us / 1000.0)],
+                    [(x - half, 0.0), (x + half, c.cycle_us / 1000.0)],
                     color.filled(),
                 )
             })
@@ -90,14 +211,18 @@ pub fn write_svg(
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
+    Ok(())
+}
 
+/// The objects allocated before and after each tick, and the target.
+fn draw_live(bottom: &Area<'_>, frames: &[FrameRecord], x_end: f64) -> Result<(), Box<dyn Error>> {
     let max_live = frames
         .iter()
         .map(|f| f.live_before_tick.max(f.live))
         .chain(frames.iter().map(|f| f.target))
         .max()
         .unwrap_or(1) as f64;
-    let mut live = ChartBuilder::on(&bottom)
+    let mut live = ChartBuilder::on(bottom)
         .margin(14)
         .caption(
             "objects allocated (before and after each tick) and the target population",
@@ -131,7 +256,5 @@ pub fn write_svg(
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
-
-    root.present()?;
     Ok(())
 }

@@ -1,8 +1,10 @@
 //! End-of-run invariants, checked independently of the collector.
 //!
-//! After a final collection the demo walks the world itself, following the
-//! fields it knows each class has (not the derive's generated tracing), and
-//! compares what it finds with what the heap holds.
+//! After a final collection (and, when the run ends mid-cycle, after
+//! finishing that cycle first) the demo walks the world itself, following
+//! the fields it knows each class has (not the derive's generated tracing),
+//! and compares what it finds with what the heap holds. Whether the
+//! collector ran stop-the-world or incrementally, the checks are the same.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -181,16 +183,19 @@ pub fn verify(
 
     checks.push(check(
         "known-dead handles resolve to nothing",
-        sim.violation_count == 0,
+        sim.violation_count == 0 && sim.graves_pending == 0,
         format!(
-            "{} handles of objects killed or made unreachable were checked after the \
-             collection that followed; {} still resolved{}",
+            "{} handles of objects killed or made unreachable were checked when the first \
+             cycle that started after their death completed ({} died mid-cycle, so that was \
+             the cycle after); {} still resolved{}; {} were never checked",
             sim.counters.dead_handles_verified,
+            sim.counters.dead_handles_deferred,
             sim.violation_count,
             sim.violations
                 .first()
                 .map(|v| format!(", e.g. {v}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            sim.graves_pending
         ),
     ));
 
@@ -226,13 +231,22 @@ pub fn verify(
     let freed_sum: u64 = collections.iter().map(|c| c.freed as u64).sum();
     checks.push(check(
         "collection stats add up",
-        collections.len() as u64 == totals.collections && freed_sum == totals.total_freed,
+        collections.len() as u64 == totals.collections
+            && freed_sum == totals.total_freed
+            && sim.tick_freed == totals.total_freed
+            && sim.protocol_errors.is_empty(),
         format!(
-            "{} collections recorded, {} counted by the heap; freed {freed_sum} by the records, \
-             {} by the totals",
+            "{} cycles completed by the records, {} counted by the heap; freed {freed_sum} by \
+             the cycles' stats, {} by the ticks, {} by the totals; {} tick protocol errors{}",
             collections.len(),
             totals.collections,
-            totals.total_freed
+            sim.tick_freed,
+            totals.total_freed,
+            sim.protocol_errors.len(),
+            sim.protocol_errors
+                .first()
+                .map(|e| format!(", e.g. {e}"))
+                .unwrap_or_default()
         ),
     ));
 

@@ -4,16 +4,21 @@
 //! actors hold assets from the disregard-for-GC pool and track each other
 //! through weak handles. Every frame actors spawn, die (marked as garbage or
 //! detached from their level), retarget and fire projectiles, and the
-//! collector runs when its policy says so ([`coreobject::Heap::tick`]).
+//! collector runs when its policy says so ([`coreobject::Heap::tick`]):
+//! incrementally by default, a slice of at most `--budget-ms` per frame, or
+//! stop-the-world with `--gc full`.
 //!
 //! At the end the demo prints a summary (population, collections, pauses,
-//! what was freed, the top classes, why one actor is alive, the memory
-//! report), writes an SVG chart of the pauses and a JSON file of every
-//! statistic, and checks invariants independently of the collector. It
-//! exits with status 1 if one is violated, 2 on an error.
+//! the collector's time per frame against the budget, peak memory, what was
+//! freed, the top classes, why one actor is alive, the memory report),
+//! writes an SVG chart of the collector's time per frame and a JSON file of
+//! every statistic (and, with `--trace`, a Chrome trace-event file), and
+//! checks invariants independently of the collector. It exits with status 1
+//! if one is violated, 2 on an error.
 //!
 //! ```sh
 //! cargo run --release -p coreobject-demo -- --objects 100000 --frames 600 --seed 1 --out out
+//! cargo run --release -p coreobject-demo -- --gc full --trace out/trace.json
 //! ```
 
 mod chart;
@@ -22,21 +27,22 @@ mod model;
 mod progress;
 mod report;
 mod stats;
+mod trace;
 mod world;
 
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use coreobject::MemoryReport;
 
-use crate::progress::Progress;
-use crate::report::{Chain, RunReport, RunSettings, Timing};
-use crate::stats::Percentiles;
-use crate::world::{Settings, Sim, DT, GC_INTERVAL};
+use crate::progress::{GcSoFar, Progress};
+use crate::report::{Chain, CycleShape, PeakMemory, RunReport, RunSettings, Timing};
+use crate::stats::{micros, rss_bytes, GcPerFrame, Percentiles};
+use crate::world::{FinalGc, GcMode, Settings, Sim, Span, DT, GC_INTERVAL};
 
 /// Simulates a game world on coreobject and reports on its garbage collector.
 #[derive(Parser, Debug)]
@@ -48,12 +54,42 @@ struct Cli {
     /// Frames to simulate (60 a simulated second).
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
     frames: u32,
-    /// Random seed: the same seed gives the same world.
+    /// Random seed: the same seed gives the same world (exactly so with
+    /// `--gc full`; incremental slices are cut by wall-clock time).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Directory for pauses.svg and stats.json (created if missing).
     #[arg(long, default_value = "out")]
     out: PathBuf,
+    /// How the collector runs: incremental (a budgeted slice per frame) or
+    /// full (each cycle stop-the-world, in one frame).
+    #[arg(long, value_enum, default_value_t = GcMode::Incremental)]
+    gc: GcMode,
+    /// The collector's time budget per frame, in milliseconds (fractions
+    /// allowed). Incremental mode holds each tick to it; full mode only
+    /// counts the frames over it.
+    #[arg(long, default_value_t = 2.0, value_parser = parse_budget_ms)]
+    budget_ms: f64,
+    /// Also write a Chrome trace-event file here (opens in Perfetto and
+    /// chrome://tracing): game logic and collector slices per frame, and
+    /// the live-object count.
+    #[arg(long, value_name = "PATH")]
+    trace: Option<PathBuf>,
+}
+
+/// A budget in milliseconds: positive, finite, at most a second.
+fn parse_budget_ms(s: &str) -> Result<f64, String> {
+    let ms: f64 = s
+        .trim()
+        .parse()
+        .map_err(|e| format!("not a number of milliseconds: {e}"))?;
+    if ms.is_finite() && ms > 0.0 && ms <= 1000.0 {
+        Ok(ms)
+    } else {
+        Err(format!(
+            "{s} ms: the budget must be above 0 and at most 1000 ms"
+        ))
+    }
 }
 
 fn main() -> ExitCode {
@@ -79,51 +115,96 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         objects: usize::try_from(cli.objects)?,
         frames: cli.frames,
         seed: cli.seed,
+        gc: cli.gc,
+        budget: Duration::from_secs_f64(cli.budget_ms / 1000.0),
     };
     eprintln!(
-        "building a world of {} objects (seed {})...",
+        "building a world of {} objects (seed {}, {} collection{})...",
         report::thousands(cli.objects),
-        cli.seed
+        cli.seed,
+        cli.gc.name(),
+        match cli.gc {
+            GcMode::Incremental => format!(", {} ms budget per frame", cli.budget_ms),
+            GcMode::Full => String::new(),
+        }
     );
     let progress = Progress::new(u64::from(cli.frames));
-    let (report, memory_report) = simulate(settings, &progress)?;
+    let (report, memory_report, timeline) = simulate(settings, &progress)?;
 
     print!("{}", report.summary(&memory_report));
     let svg = cli.out.join("pauses.svg");
     let json = cli.out.join("stats.json");
     let title = format!(
-        "coreobject-demo: {} frames, {} objects target, seed {}",
+        "coreobject-demo: {} frames, {} objects target, seed {}, {} collection{}",
         cli.frames,
         report::thousands(cli.objects),
-        cli.seed
+        cli.seed,
+        cli.gc.name(),
+        match cli.gc {
+            GcMode::Incremental => format!(" ({} ms budget)", cli.budget_ms),
+            GcMode::Full => String::new(),
+        }
     );
-    chart::write_svg(&svg, &title, &report.frames, &report.collection_log)
+    chart::write_svg(&svg, &title, &report)
         .map_err(|e| format!("cannot write {}: {e}", svg.display()))?;
     report
         .write_json(&json)
         .map_err(|e| format!("cannot write {}: {e}", json.display()))?;
     println!("\nwrote {} and {}", svg.display(), json.display());
+    if let Some(path) = &cli.trace {
+        trace::write(path, &report, &timeline)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!(
+            "wrote {} (open it in Perfetto or chrome://tracing)",
+            path.display()
+        );
+    }
     Ok(report.checks.iter().all(|c| c.ok))
+}
+
+/// When the run's stretches outside the frames happened, for the trace.
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    /// Building the world.
+    pub setup: Span,
+    /// Finishing the cycle in flight and the final collection.
+    pub final_gc: FinalGc,
+    /// The reference chains, memory report and checks.
+    pub checks: Span,
 }
 
 /// Builds the world, simulates every frame, runs a final collection and the
 /// checks, and gathers the report (with the heap's memory report, which the
-/// summary prints as the heap formats it).
+/// summary prints as the heap formats it, and the timeline for the trace).
 fn simulate(
     settings: Settings,
     progress: &Progress,
-) -> Result<(RunReport, MemoryReport), Box<dyn Error>> {
+) -> Result<(RunReport, MemoryReport, Timeline), Box<dyn Error>> {
     let started = Instant::now();
     let frame_count = settings.frames;
+    let budget_us = micros(settings.budget);
     let mut sim = Sim::new(settings)?;
     let setup = started.elapsed();
+    let setup_span = Span {
+        start_us: 0.0,
+        dur_us: micros(sim.epoch.elapsed()),
+    };
+    // Sampled once the world is built, then twice a frame and at the end.
+    let mut rss_peak = rss_bytes().map(|b| (b, 0));
 
     let mut frames = Vec::with_capacity(frame_count as usize);
     let mut collections = Vec::new();
+    let mut so_far = GcSoFar {
+        mode: sim.settings.gc,
+        budget_us,
+        ..GcSoFar::default()
+    };
     let frames_started = Instant::now();
     for f in 0..frame_count {
         let (record, collection) = sim.step(f)?;
-        progress.frame(&record, sim.heap.gc_totals().collections);
+        so_far.add(&record);
+        raise_peak(&mut rss_peak, record.rss_bytes, f);
+        progress.frame(&record, &so_far);
         frames.push(record);
         collections.extend(collection);
     }
@@ -131,7 +212,10 @@ fn simulate(
     let frames_time = frames_started.elapsed();
 
     let checks_started = Instant::now();
-    collections.push(sim.final_collection(frame_count)?);
+    let final_gc = sim.final_collection(frame_count)?;
+    let drain_gc_us = final_gc.drain.map_or(0.0, |(_, gc)| gc);
+    collections.extend(final_gc.records.iter().cloned());
+    let checks_from = Instant::now();
     let subject = check::chain_subject(&sim);
     let chains = subject
         .map(|a| sim.heap.reference_chains(a, 3))
@@ -140,6 +224,12 @@ fn simulate(
     let checks = check::verify(&sim, &collections, chain);
     let memory_report = sim.heap.memory_report();
     let checks_time = checks_started.elapsed();
+    let checks_span = Span {
+        start_us: sim.since_start(checks_from),
+        dur_us: micros(checks_from.elapsed()),
+    };
+    let rss_end = rss_bytes();
+    raise_peak(&mut rss_peak, rss_end, frame_count);
 
     let (live_peak_frame, live_peak) = frames
         .iter()
@@ -150,7 +240,14 @@ fn simulate(
     for c in &collections {
         *by_trigger.entry(c.trigger).or_insert(0) += 1;
     }
-    let pauses: Vec<f64> = collections.iter().map(|c| c.total_us).collect();
+    let pauses: Vec<f64> = collections.iter().map(|c| c.cycle_us).collect();
+    let gc_per_frame = GcPerFrame::of(&frames, budget_us);
+    // The collector's time as the ticks measured it: every frame's, the
+    // drain's and the final collection's.
+    let gc_us = frames.iter().map(|f| f.gc_us).sum::<f64>()
+        + drain_gc_us
+        + collections.last().map_or(0.0, |c| c.cycle_us);
+    let cycle_shape = CycleShape::of(&collections);
     let totals = sim.heap.gc_totals().clone();
     let reference_chain = chain.map(|(actor, c)| {
         let why = if sim.recent_detached.contains(&actor) {
@@ -168,16 +265,18 @@ fn simulate(
             seed: sim.settings.seed,
             dt_s: DT.as_secs_f64(),
             gc_interval_s: GC_INTERVAL.as_secs_f64(),
-            gc_object_threshold: world::gc_config(sim.settings.objects)
+            gc_object_threshold: world::gc_config(&sim.settings)
                 .object_threshold
                 .unwrap_or(0),
+            gc: sim.settings.gc,
+            budget_ms: budget_us / 1000.0,
         },
         timing: Timing {
             setup_s: setup.as_secs_f64(),
             frames_s: frames_time.as_secs_f64(),
             checks_s: checks_time.as_secs_f64(),
             total_s: started.elapsed().as_secs_f64(),
-            gc_s: totals.total_time.as_secs_f64(),
+            gc_s: gc_us / 1e6,
         },
         live_end: sim.heap.len(),
         live_peak,
@@ -185,6 +284,23 @@ fn simulate(
         collections: collections.len(),
         collections_by_trigger: by_trigger,
         pause: Percentiles::of(&pauses),
+        pause_describes: match sim.settings.gc {
+            GcMode::Full => "the stop-the-world pause of each collection",
+            GcMode::Incremental => {
+                "the collector's total time in each cycle, summed over its slices (Tick::time \
+                 from the tick that started it to the one that completed it); no frame waits \
+                 this long, see gc_per_frame. The final explicit collection is a real pause"
+            }
+        },
+        gc_per_frame,
+        cycle_shape,
+        peak_memory: PeakMemory {
+            live_objects: live_peak,
+            live_objects_frame: live_peak_frame,
+            rss_bytes: rss_peak.map(|(b, _)| b),
+            rss_frame: rss_peak.map(|(_, f)| f),
+            rss_end_bytes: rss_end,
+        },
         freed_objects: totals.total_freed,
         freed_bytes: totals.total_freed_bytes,
         counters: sim.counters.clone(),
@@ -196,27 +312,58 @@ fn simulate(
         frames,
         collection_log: collections,
     };
-    Ok((report, memory_report))
+    let timeline = Timeline {
+        setup: setup_span,
+        final_gc,
+        checks: checks_span,
+    };
+    Ok((report, memory_report, timeline))
+}
+
+/// Raises `peak` (a value and the frame it was seen in) to `sample`.
+fn raise_peak(peak: &mut Option<(u64, u32)>, sample: Option<u64>, frame: u32) {
+    if let Some(v) = sample {
+        if !matches!(*peak, Some((p, _)) if p >= v) {
+            *peak = Some((v, frame));
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{simulate, Progress, Settings};
+    use std::time::Duration;
 
-    /// A small world, run to the end: every invariant holds, the collector
-    /// ran on its own, and level streaming and both kinds of death happened.
-    #[test]
-    fn small_world_holds_every_invariant() {
+    use super::{simulate, GcMode, Progress, Settings};
+    use crate::report::RunReport;
+
+    fn small(objects: usize, frames: u32, seed: u64, gc: GcMode, budget: Duration) -> RunReport {
         let settings = Settings {
-            objects: 3_000,
-            frames: 45,
-            seed: 7,
+            objects,
+            frames,
+            seed,
+            gc,
+            budget,
         };
-        let (report, _) = simulate(settings, &Progress::hidden()).unwrap();
+        simulate(settings, &Progress::hidden()).unwrap().0
+    }
+
+    /// Every invariant holds, the collector ran on its own, and the
+    /// per-frame figures are consistent.
+    fn invariants_hold(report: &RunReport) {
         for c in &report.checks {
             assert!(c.ok, "{}: {}", c.name, c.detail);
         }
         assert!(report.collections >= 2, "tick collected at least once");
+        let g = &report.gc_per_frame;
+        assert!(g.frames_with_gc > 0 && g.frames_with_gc <= report.frames.len());
+        assert!(g.p50_us <= g.p99_us && g.p99_us <= g.max_us);
+        assert_eq!(report.peak_memory.live_objects, report.live_peak);
+    }
+
+    /// A small world, run to the end: every invariant holds, and level
+    /// streaming and both kinds of death happened.
+    fn holds_every_invariant(report: &RunReport) {
+        invariants_hold(report);
         assert_eq!(report.counters.levels_unloaded, 2);
         assert!(report.counters.actors_marked_garbage > 0);
         assert!(report.counters.actors_detached > 0);
@@ -224,18 +371,55 @@ mod tests {
         assert!(report.reference_chain.is_some());
     }
 
-    /// The same seed gives the same world.
+    #[test]
+    fn small_world_holds_every_invariant_stop_the_world() {
+        let r = small(3_000, 45, 7, GcMode::Full, Duration::from_millis(2));
+        holds_every_invariant(&r);
+        assert!(r.collection_log.iter().all(|c| c.slices == 1));
+    }
+
+    #[test]
+    fn small_world_holds_every_invariant_incrementally() {
+        let r = small(3_000, 45, 7, GcMode::Incremental, Duration::from_millis(2));
+        holds_every_invariant(&r);
+    }
+
+    /// A budget far too small for a cycle: cycles span many frames, objects
+    /// die while one is in flight, and the invariants still hold.
+    #[test]
+    fn tiny_budget_holds_every_invariant() {
+        let r = small(
+            3_000,
+            60,
+            11,
+            GcMode::Incremental,
+            Duration::from_micros(20),
+        );
+        invariants_hold(&r);
+        assert!(r.cycle_shape.slices_max > 1, "{:?}", r.cycle_shape);
+        assert!(r.cycle_shape.frames_max > 1, "{:?}", r.cycle_shape);
+        assert!(r.counters.dead_handles_deferred > 0);
+    }
+
+    /// The same seed gives the same world when collections are
+    /// stop-the-world. (Incremental slices are cut by wall-clock time, so
+    /// when a cycle completes, and with it which weak targets went stale,
+    /// depends on the machine.)
     #[test]
     fn runs_are_deterministic() {
         let run = |seed| {
-            let s = Settings {
-                objects: 1_000,
-                frames: 20,
-                seed,
-            };
-            let (r, _) = simulate(s, &Progress::hidden()).unwrap();
+            let r = small(1_000, 20, seed, GcMode::Full, Duration::from_millis(2));
             (r.counters.objects_created, r.freed_objects, r.live_end)
         };
         assert_eq!(run(3), run(3));
+    }
+
+    #[test]
+    fn budget_parsing() {
+        assert_eq!(super::parse_budget_ms("0.5"), Ok(0.5));
+        assert_eq!(super::parse_budget_ms("2"), Ok(2.0));
+        for bad in ["0", "-1", "NaN", "inf", "x", "1001"] {
+            assert!(super::parse_budget_ms(bad).is_err(), "{bad}");
+        }
     }
 }

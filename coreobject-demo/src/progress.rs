@@ -8,6 +8,75 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::report::thousands;
 use crate::stats::FrameRecord;
+use crate::world::GcMode;
+
+/// The collector's figures so far, for the progress line.
+#[derive(Clone, Debug)]
+pub struct GcSoFar {
+    /// How the collector runs.
+    pub mode: GcMode,
+    /// The per-frame budget, in microseconds.
+    pub budget_us: f64,
+    /// Cycles completed.
+    pub cycles: usize,
+    /// Frames in which the collector did something.
+    pub frames_with_gc: usize,
+    /// Of those, frames over the budget.
+    pub over_budget: usize,
+    /// Of those, frames over twice the budget.
+    pub over_double: usize,
+    /// The longest collector time in a frame, in microseconds.
+    pub max_us: f64,
+    /// The collector's phase after the last tick.
+    pub phase: &'static str,
+}
+
+impl Default for GcSoFar {
+    fn default() -> GcSoFar {
+        GcSoFar {
+            mode: GcMode::Incremental,
+            budget_us: 0.0,
+            cycles: 0,
+            frames_with_gc: 0,
+            over_budget: 0,
+            over_double: 0,
+            max_us: 0.0,
+            phase: "idle",
+        }
+    }
+}
+
+impl GcSoFar {
+    /// Counts one frame.
+    pub fn add(&mut self, f: &FrameRecord) {
+        self.cycles += usize::from(f.pause_us.is_some());
+        self.phase = f.gc_phase;
+        if f.gc_worked {
+            self.frames_with_gc += 1;
+            self.over_budget += usize::from(f.gc_us > self.budget_us);
+            self.over_double += usize::from(f.gc_us > 2.0 * self.budget_us);
+            self.max_us = self.max_us.max(f.gc_us);
+        }
+    }
+
+    /// One line's worth.
+    fn describe(&self) -> String {
+        let ms = |us: f64| format!("{:.2} ms", us / 1000.0);
+        let phase = match self.mode {
+            GcMode::Incremental => format!(", gc {}", self.phase),
+            GcMode::Full => String::new(),
+        };
+        format!(
+            "{} cycles{phase}; gc/frame max {}, {} of {} over {} ({} over twice)",
+            self.cycles,
+            ms(self.max_us),
+            self.over_budget,
+            self.frames_with_gc,
+            ms(self.budget_us),
+            self.over_double
+        )
+    }
+}
 
 /// Reports frames as they complete.
 pub struct Progress {
@@ -47,12 +116,9 @@ impl Progress {
     }
 
     /// Reports one finished frame.
-    pub fn frame(&self, f: &FrameRecord, collections: u64) {
+    pub fn frame(&self, f: &FrameRecord, gc: &GcSoFar) {
         let done = u64::from(f.frame) + 1;
-        let msg = format!(
-            "{} objects, {collections} collections",
-            thousands(f.live as u64)
-        );
+        let msg = format!("{} objects, {}", thousands(f.live as u64), gc.describe());
         if self.plain {
             let step = (self.total / 10).max(1);
             if done % step == 0 || done == self.total {

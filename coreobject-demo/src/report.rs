@@ -9,7 +9,8 @@ use coreobject::{MemoryReport, RefChain, RootKind, TableStats};
 use serde::Serialize;
 
 use crate::check::Check;
-use crate::stats::{CollectionRecord, Counters, FrameRecord, Percentiles};
+use crate::stats::{CollectionRecord, Counters, FrameRecord, GcPerFrame, Percentiles};
+use crate::world::GcMode;
 
 /// What the run was asked to do.
 #[derive(Clone, Debug, Serialize)]
@@ -26,6 +27,10 @@ pub struct RunSettings {
     pub gc_interval_s: f64,
     /// The collector's object-count trigger.
     pub gc_object_threshold: usize,
+    /// How the collector ran: `"incremental"` or `"full"`.
+    pub gc: GcMode,
+    /// The per-frame budget, in milliseconds (enforced when incremental).
+    pub budget_ms: f64,
 }
 
 /// Wall-clock times of the run's phases, in seconds.
@@ -39,8 +44,71 @@ pub struct Timing {
     pub checks_s: f64,
     /// Everything.
     pub total_s: f64,
-    /// Time spent in collections.
+    /// The collector's time: `Tick::time` summed over every tick (the
+    /// frames' and those that finished the last cycle), plus the final
+    /// explicit collection.
     pub gc_s: f64,
+}
+
+/// How completed cycles spread over slices and frames (the final explicit
+/// collection left out).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct CycleShape {
+    /// Cycles counted.
+    pub cycles: usize,
+    /// Mean slices per cycle.
+    pub slices_mean: f64,
+    /// Most slices in a cycle.
+    pub slices_max: usize,
+    /// Mean frames from a cycle's start to its completion, both included.
+    pub frames_mean: f64,
+    /// Most frames a cycle spanned.
+    pub frames_max: u32,
+    /// The longest slice of any cycle (`CollectStats::max_slice`), in
+    /// microseconds.
+    pub max_slice_us: f64,
+    /// Cycles the collector finished at once because allocation outpaced
+    /// them (`CollectStats::forced`).
+    pub forced: usize,
+}
+
+impl CycleShape {
+    /// The shape of the cycles in `log`, but the final explicit one.
+    pub fn of(log: &[CollectionRecord]) -> CycleShape {
+        let cycles: Vec<&CollectionRecord> =
+            log.iter().filter(|c| c.trigger != "final check").collect();
+        if cycles.is_empty() {
+            return CycleShape::default();
+        }
+        let n = cycles.len() as f64;
+        let frames = |c: &CollectionRecord| c.frame - c.started_frame + 1;
+        CycleShape {
+            cycles: cycles.len(),
+            slices_mean: cycles.iter().map(|c| c.slices as f64).sum::<f64>() / n,
+            slices_max: cycles.iter().map(|c| c.slices).max().unwrap_or(0),
+            frames_mean: cycles.iter().map(|c| f64::from(frames(c))).sum::<f64>() / n,
+            frames_max: cycles.iter().map(|c| frames(c)).max().unwrap_or(0),
+            max_slice_us: cycles.iter().map(|c| c.max_slice_us).fold(0.0, f64::max),
+            forced: cycles.iter().filter(|c| c.forced).count(),
+        }
+    }
+}
+
+/// The most memory the run held.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PeakMemory {
+    /// Most objects allocated at once (sampled before and after each tick).
+    pub live_objects: usize,
+    /// The frame of that peak.
+    pub live_objects_frame: u32,
+    /// Highest resident set size seen, in bytes (`/proc/self/statm`,
+    /// sampled once the world was built, before and after every tick, and
+    /// at the end; `null` where it cannot be read).
+    pub rss_bytes: Option<u64>,
+    /// The frame of that peak (the frame count for the end of the run).
+    pub rss_frame: Option<u32>,
+    /// Resident set size at the end of the run, in bytes.
+    pub rss_end_bytes: Option<u64>,
 }
 
 /// One class's live objects and memory.
@@ -187,12 +255,25 @@ pub struct RunReport {
     pub live_peak: usize,
     /// The frame of the peak.
     pub live_peak_frame: u32,
-    /// Collections run, the final explicit one included.
+    /// Completed collection cycles, the final explicit collection included.
     pub collections: usize,
     /// Collections per trigger.
     pub collections_by_trigger: BTreeMap<&'static str, usize>,
-    /// Pause percentiles over every collection.
+    /// Percentiles, over every completed cycle, of the collector's time in
+    /// it ([`CollectionRecord::cycle_us`]): with `--gc full` the pause of
+    /// each stop-the-world collection; incrementally the per-cycle total,
+    /// summed over the cycle's slices, which is not a pause (see
+    /// `pause_describes` and `gc_per_frame`).
     pub pause: Percentiles,
+    /// What `pause` measures in this run's mode, in words.
+    pub pause_describes: &'static str,
+    /// The collector's time in each frame (`Tick::time`), over the frames in
+    /// which it did something, against the budget.
+    pub gc_per_frame: GcPerFrame,
+    /// How cycles spread over slices and frames.
+    pub cycle_shape: CycleShape,
+    /// Peak live objects and peak resident memory.
+    pub peak_memory: PeakMemory,
     /// Objects freed in total.
     pub freed_objects: u64,
     /// Bytes of object allocations freed in total.
@@ -299,6 +380,20 @@ impl RunReport {
                 self.table.disregard
             ),
         );
+        row(
+            &mut s,
+            "collector",
+            match self.settings.gc {
+                GcMode::Incremental => format!(
+                    "incremental, a slice of at most {} per frame",
+                    ms(self.gc_per_frame.budget_us)
+                ),
+                GcMode::Full => format!(
+                    "full (stop-the-world); budget {} for comparison only",
+                    ms(self.gc_per_frame.budget_us)
+                ),
+            },
+        );
         let triggers = self
             .collections_by_trigger
             .iter()
@@ -309,21 +404,87 @@ impl RunReport {
             &mut s,
             "collections",
             format!(
-                "{} ({triggers}); policy: every {:.1} s or at {} objects",
+                "{} completed cycles ({triggers}); policy: every {:.1} s or at {} objects",
                 self.collections,
                 self.settings.gc_interval_s,
                 thousands(self.settings.gc_object_threshold as u64)
             ),
         );
+        let shape = &self.cycle_shape;
+        if self.settings.gc == GcMode::Incremental {
+            row(
+                &mut s,
+                "cycle length",
+                format!(
+                    "{:.1} slices mean, {} max; {:.1} frames mean, {} max; longest slice {}; \
+                     {} forced to finish",
+                    shape.slices_mean,
+                    shape.slices_max,
+                    shape.frames_mean,
+                    shape.frames_max,
+                    ms(shape.max_slice_us),
+                    shape.forced
+                ),
+            );
+        }
         row(
             &mut s,
-            "pause p50 / p99 / max",
+            match self.settings.gc {
+                GcMode::Full => "pause p50 / p99 / max",
+                GcMode::Incremental => "cycle total p50 / p99 / max",
+            },
             format!(
-                "{} / {} / {} (mean {})",
+                "{} / {} / {} (mean {}){}",
                 ms(self.pause.p50_us),
                 ms(self.pause.p99_us),
                 ms(self.pause.max_us),
-                ms(self.pause.mean_us)
+                ms(self.pause.mean_us),
+                match self.settings.gc {
+                    GcMode::Full => "",
+                    GcMode::Incremental => ", summed over slices: not a pause",
+                }
+            ),
+        );
+        let g = &self.gc_per_frame;
+        row(
+            &mut s,
+            "gc per frame p50 / p99 / max",
+            format!(
+                "{} / {} / {} (mean {}) over {} frames with GC work",
+                ms(g.p50_us),
+                ms(g.p99_us),
+                ms(g.max_us),
+                ms(g.mean_us),
+                g.frames_with_gc
+            ),
+        );
+        row(
+            &mut s,
+            "frames over budget",
+            format!(
+                "{} of {} frames with GC work (budget {}); {} over twice the budget",
+                g.frames_over_budget,
+                g.frames_with_gc,
+                ms(g.budget_us),
+                g.frames_over_double_budget
+            ),
+        );
+        let peak = &self.peak_memory;
+        let rss = match (peak.rss_bytes, peak.rss_frame) {
+            (Some(b), Some(f)) => format!(
+                "RSS {} (frame {f}), {} at the end",
+                bytes(b),
+                peak.rss_end_bytes.map_or("?".to_string(), bytes)
+            ),
+            _ => "RSS unknown (no /proc/self/statm)".to_string(),
+        };
+        row(
+            &mut s,
+            "peak memory",
+            format!(
+                "{} objects (frame {}); {rss}",
+                thousands(peak.live_objects as u64),
+                peak.live_objects_frame
             ),
         );
         row(

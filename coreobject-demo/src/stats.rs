@@ -42,6 +42,10 @@ pub struct Counters {
     /// Handles of objects known to be dead that were checked to resolve to
     /// nothing after a collection.
     pub dead_handles_verified: u64,
+    /// Of those, handles of objects that died while a cycle was in flight:
+    /// they were checked at the end of the cycle after it (an object that
+    /// the running cycle had already marked may legitimately survive it).
+    pub dead_handles_deferred: u64,
 }
 
 /// One simulated frame.
@@ -63,24 +67,66 @@ pub struct FrameRecord {
     pub detached: u64,
     /// Stale weak targets found this frame.
     pub weak_stale: u64,
+    /// When the game logic started, in microseconds since the run started.
+    pub start_us: f64,
     /// Wall time of the game logic, in microseconds.
     pub logic_us: f64,
+    /// When `heap.tick` was called, in microseconds since the run started.
+    pub tick_start_us: f64,
     /// Wall time of `heap.tick`, in microseconds.
     pub tick_us: f64,
-    /// The collection's pause, if one ran this frame, in microseconds.
+    /// The collector's time inside this frame's tick, whatever the phase
+    /// (`Tick::time`), in microseconds.
+    pub gc_us: f64,
+    /// Whether the collector did anything in this tick (`Tick::did_work`):
+    /// the frames the per-frame GC figures count.
+    pub gc_worked: bool,
+    /// The collector's phase after the tick (`Tick::phase`).
+    pub gc_phase: &'static str,
+    /// Objects the tick processed: marked, swept or destroyed (`Tick::work`).
+    pub gc_work: usize,
+    /// Objects the tick freed (`Tick::freed`).
+    pub gc_freed: usize,
+    /// What started a cycle in this tick, if one started.
+    pub gc_started: Option<&'static str>,
+    /// The cycle that completed in this tick, if one did: its per-cycle
+    /// total (see [`CollectionRecord::cycle_us`]), in microseconds.
     pub pause_us: Option<f64>,
+    /// Resident set size at the end of the frame, in bytes (`None` where
+    /// `/proc/self/statm` cannot be read).
+    pub rss_bytes: Option<u64>,
 }
 
-/// One collection, from [`coreobject::CollectStats`].
+/// One completed collection cycle, from [`coreobject::CollectStats`] and the
+/// ticks that ran it.
 #[derive(Clone, Debug, Serialize)]
 pub struct CollectionRecord {
-    /// Frame it ran in.
+    /// Frame it completed in.
     pub frame: u32,
+    /// Frame it started in (the same as `frame` for a stop-the-world
+    /// collection).
+    pub started_frame: u32,
     /// Which trigger fired: `"interval"` or `"object count"`; `"final check"`
     /// for the explicit collection before the end-of-run checks.
     pub trigger: &'static str,
-    /// Whole pause, in microseconds.
+    /// The collector's time in this cycle, in microseconds: the sum of
+    /// `Tick::time` over the ticks from the one that started the cycle to
+    /// the one that completed it (`CollectStats::total` for the explicit
+    /// final collection). For a stop-the-world collection this is its
+    /// pause; for an incremental cycle no frame waits this long in one piece.
+    pub cycle_us: f64,
+    /// `CollectStats::total`, in microseconds.
     pub total_us: f64,
+    /// Slices the cycle took (`CollectStats::slices`; 1 stop-the-world).
+    pub slices: usize,
+    /// The longest slice (`CollectStats::max_slice`), in microseconds.
+    pub max_slice_us: f64,
+    /// Whether allocation outpaced the budgeted cycle and the collector
+    /// finished it at once, unbudgeted (`CollectStats::forced`).
+    pub forced: bool,
+    /// Objects created while the cycle was in flight (`CollectStats::born`;
+    /// all survive it).
+    pub born: usize,
     /// Gathering roots and marking, in microseconds.
     pub mark_us: f64,
     /// Finding unreachable objects and `begin_destroy`, in microseconds.
@@ -138,6 +184,89 @@ impl Percentiles {
     }
 }
 
+/// The collector's time per frame (`Tick::time`), over the frames in which
+/// it did something (`Tick::did_work`: it started or completed a cycle, or
+/// processed or freed objects). Idle ticks, which only check the triggers,
+/// are left out, so the percentiles describe the frames the collector
+/// actually cost something, not a run that is mostly idle.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct GcPerFrame {
+    /// The budget, in microseconds: `--budget-ms`. Incremental mode holds
+    /// each tick to it; full mode does not, and counts against it only for
+    /// comparison.
+    pub budget_us: f64,
+    /// Frames in which the collector did something: the samples.
+    pub frames_with_gc: usize,
+    /// Median.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Longest.
+    pub max_us: f64,
+    /// Mean.
+    pub mean_us: f64,
+    /// Frames whose collector time exceeded the budget (by any amount: a
+    /// slice checks its deadline every few hundred objects, so a few tens of
+    /// microseconds over is common).
+    pub frames_over_budget: usize,
+    /// Frames whose collector time exceeded twice the budget: real misses,
+    /// not the deadline's granularity.
+    pub frames_over_double_budget: usize,
+}
+
+impl GcPerFrame {
+    /// The figures over `frames`, against a budget of `budget_us`.
+    pub fn of(frames: &[FrameRecord], budget_us: f64) -> GcPerFrame {
+        let samples: Vec<f64> = frames
+            .iter()
+            .filter(|f| f.gc_worked)
+            .map(|f| f.gc_us)
+            .collect();
+        let p = Percentiles::of(&samples);
+        GcPerFrame {
+            budget_us,
+            frames_with_gc: samples.len(),
+            p50_us: p.p50_us,
+            p99_us: p.p99_us,
+            max_us: p.max_us,
+            mean_us: p.mean_us,
+            frames_over_budget: samples.iter().filter(|&&t| t > budget_us).count(),
+            frames_over_double_budget: samples.iter().filter(|&&t| t > 2.0 * budget_us).count(),
+        }
+    }
+}
+
+/// The process's resident set size in bytes: the second field of
+/// `/proc/self/statm` (in pages) times the page size. `None` where that
+/// file does not exist (not Linux) or cannot be parsed.
+pub fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * page_size())
+}
+
+/// The page size, from the auxiliary vector the kernel handed the process
+/// (`AT_PAGESZ` in `/proc/self/auxv`); 4 KiB if it cannot be read.
+fn page_size() -> u64 {
+    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        const AT_PAGESZ: u64 = 6;
+        const WORD: usize = std::mem::size_of::<usize>();
+        let auxv = std::fs::read("/proc/self/auxv").unwrap_or_default();
+        let word = |b: &[u8]| {
+            let mut w = [0u8; WORD];
+            w.copy_from_slice(b);
+            usize::from_ne_bytes(w) as u64
+        };
+        auxv.chunks_exact(2 * WORD)
+            .map(|pair| (word(&pair[..WORD]), word(&pair[WORD..])))
+            .find(|&(key, _)| key == AT_PAGESZ)
+            .map(|(_, v)| v)
+            .filter(|&v| v.is_power_of_two())
+            .unwrap_or(4096)
+    })
+}
+
 /// Microseconds in a duration, as a float.
 pub fn micros(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e6
@@ -145,7 +274,7 @@ pub fn micros(d: std::time::Duration) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::Percentiles;
+    use super::{FrameRecord, GcPerFrame, Percentiles};
 
     #[test]
     fn nearest_rank() {
@@ -157,5 +286,33 @@ mod tests {
         );
         assert_eq!(Percentiles::of(&[7.0]).p50_us, 7.0);
         assert_eq!(Percentiles::of(&[]).max_us, 0.0);
+    }
+
+    #[test]
+    fn gc_per_frame_counts_only_frames_with_gc() {
+        let frame = |gc_us, gc_worked| FrameRecord {
+            gc_us,
+            gc_worked,
+            ..FrameRecord::default()
+        };
+        let frames = [
+            frame(0.5, false),
+            frame(1000.0, true),
+            frame(2500.0, true),
+            frame(1500.0, true),
+            frame(0.3, false),
+        ];
+        let g = GcPerFrame::of(&frames, 2000.0);
+        assert_eq!(g.frames_with_gc, 3);
+        assert_eq!(g.frames_over_budget, 1);
+        assert_eq!(g.frames_over_double_budget, 0);
+        assert_eq!((g.p50_us, g.max_us), (1500.0, 2500.0));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn rss_is_read() {
+        let rss = super::rss_bytes().expect("/proc/self/statm");
+        assert!(rss > 0 && rss % super::page_size() == 0);
     }
 }

@@ -15,12 +15,20 @@
 //! 5. projectiles fly and expire;
 //! 6. new actors spawn until the population reaches this frame's target
 //!    (which rises and falls in waves);
-//! 7. the collector ticks: [`Heap::tick`] collects when its interval has
-//!    passed or too many objects are allocated.
+//! 7. the collector ticks: [`Heap::tick`] starts a cycle when its interval
+//!    has passed or too many objects are allocated. With `--gc full` the
+//!    cycle runs whole, stop-the-world, in that tick; with `--gc incremental`
+//!    each tick runs one slice of at most the budget, so a cycle spans
+//!    several frames.
 //!
-//! After each collection, every handle of an object the simulation knows is
-//! dead (actors it marked as garbage and their components, expired
-//! projectiles, unloaded levels and their contents) must resolve to nothing.
+//! Every handle of an object the simulation knows is dead (actors it marked
+//! as garbage and their components, expired projectiles, unloaded levels and
+//! their contents) must resolve to nothing once the first cycle that started
+//! after its death has completed (`Tick::completed`). Stop-the-world, that
+//! is the collection in the same frame's tick. Incrementally, an object that
+//! dies while a cycle is in flight may already have been marked by it, and
+//! then survives it as floating garbage: its handle is checked at the end of
+//! the cycle after. No later: a handle still resolving then is a violation.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::f64::consts::TAU;
@@ -29,14 +37,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use coreobject::{
-    AnyObj, Error, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent, ResolveError, Trigger,
+    AnyObj, CollectStats, Error, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent, Phase,
+    ResolveError, Tick, Trigger,
 };
+use serde::Serialize;
 
 use crate::model::{
     Actor, Archetype, Asset, AssetKind, Component, ComponentKind, Level, Loadout, Package,
     Projectile, Transform, World,
 };
-use crate::stats::{micros, CollectionRecord, Counters, FrameRecord};
+use crate::stats::{micros, rss_bytes, CollectionRecord, Counters, FrameRecord};
 
 /// Simulated time per frame (60 frames a second).
 pub const DT: Duration = Duration::from_nanos(16_666_667);
@@ -68,6 +78,29 @@ const SPAWN_BUDGET: f64 = 0.05;
 const DETACHED_MEMORY: usize = 256;
 /// Violations kept verbatim (the rest are only counted).
 const MAX_VIOLATIONS: usize = 20;
+/// Ticks the end of the run may take to finish a cycle in flight before it
+/// gives up (and reports it) rather than loop for ever.
+const MAX_DRAIN_TICKS: usize = 1_000_000;
+
+/// How the collector runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum GcMode {
+    /// Each tick runs one slice of a cycle, held to the budget.
+    Incremental,
+    /// Each cycle runs whole in the tick that starts it (stop-the-world).
+    Full,
+}
+
+impl GcMode {
+    /// The mode's name, as `--gc` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GcMode::Incremental => "incremental",
+            GcMode::Full => "full",
+        }
+    }
+}
 
 /// What the user asked for.
 #[derive(Clone, Debug)]
@@ -78,17 +111,58 @@ pub struct Settings {
     pub frames: u32,
     /// Random seed.
     pub seed: u64,
+    /// How the collector runs.
+    pub gc: GcMode,
+    /// The collector's time budget per frame (enforced only when
+    /// incremental; the yardstick of the per-frame figures in both modes).
+    pub budget: Duration,
 }
 
-/// The collector policy the demo runs with: collect every [`GC_INTERVAL`],
-/// or as soon as half again the target population is allocated (the
-/// permanent pool does not count toward the threshold).
-pub fn gc_config(objects: usize) -> GcConfig {
+/// The collector policy the demo runs with: start a cycle every
+/// [`GC_INTERVAL`], or as soon as half again the target population is
+/// allocated (the permanent pool does not count toward the threshold);
+/// incrementally, in slices of `settings.budget`.
+pub fn gc_config(settings: &Settings) -> GcConfig {
     GcConfig {
         interval: Some(GC_INTERVAL),
-        object_threshold: Some(objects * 3 / 2),
+        object_threshold: Some(settings.objects * 3 / 2),
+        incremental: (settings.gc == GcMode::Incremental).then_some(settings.budget),
         ..GcConfig::MANUAL
     }
+}
+
+/// A cycle in flight: started, not yet completed.
+#[derive(Clone, Copy, Debug)]
+struct Cycle {
+    /// Frame whose tick started it.
+    started_frame: u32,
+    /// The collector's time in it so far (`Tick::time` summed).
+    time: Duration,
+}
+
+/// A stretch of the run, for the trace: microseconds since the run started.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Span {
+    /// Start.
+    pub start_us: f64,
+    /// Length.
+    pub dur_us: f64,
+}
+
+/// What the end of the run did to the collector.
+#[derive(Clone, Debug)]
+pub struct FinalGc {
+    /// The cycles completed: the one in flight when the frames ended, if
+    /// any (finished by ticking without advancing time), then the explicit
+    /// collection.
+    pub records: Vec<CollectionRecord>,
+    /// Finishing the cycle in flight, if one was, and the collector's time
+    /// in it.
+    pub drain: Option<(Span, f64)>,
+    /// Ticks it took.
+    pub drain_ticks: usize,
+    /// The explicit, stop-the-world collection.
+    pub collect: Span,
 }
 
 /// Pool assets by what components and loadouts use them for.
@@ -151,26 +225,48 @@ pub struct Sim {
     pub recent_detached: VecDeque<Obj<Actor>>,
     /// Objects in the disregard-for-GC pool.
     pub pool_objects: usize,
+    /// When the run started: the trace's time zero.
+    pub epoch: Instant,
+    /// Objects freed, summed over every tick's `Tick::freed` and the final
+    /// collection's `CollectStats::freed`.
+    pub tick_freed: u64,
+    /// Breaches of the tick protocol: a cycle that ended without reporting
+    /// its stats, or ticks that never finished one.
+    pub protocol_errors: Vec<String>,
+    /// Known-dead handles not yet checked (waiting for a cycle to start, or
+    /// for the one in flight to complete); none once the run is over.
+    pub graves_pending: usize,
     rng: fastrand::Rng,
     assets: Assets,
     next_actor: u64,
     next_level: u32,
     /// Objects the simulation considers alive (in a level, not killed).
     population: usize,
+    /// Handles of objects that died since the last cycle started: the next
+    /// cycle to start must free them.
     graves: Vec<Grave>,
+    /// Handles the cycle in flight must free.
+    cycle_graves: Vec<Grave>,
+    /// The cycle in flight.
+    cycle: Option<Cycle>,
 }
 
 impl Sim {
     /// Builds the world: assets in the disregard-for-GC pool, the rooted
     /// world, its levels, and actors up to the target population.
     pub fn new(settings: Settings) -> Result<Sim, Error> {
-        let max_objects = (settings.objects.saturating_mul(4) + (1 << 16))
+        let epoch = Instant::now();
+        // Room for floating garbage: an incremental collector that falls
+        // behind allocation holds several times the target population (the
+        // table's chunks are allocated on first use, so the cap costs
+        // nothing until then).
+        let max_objects = (settings.objects.saturating_mul(16) + (1 << 16))
             .max(HeapConfig::DEFAULT.max_objects as usize)
             .min(1 << 31) as u32;
         let mut heap = Heap::with_config(HeapConfig {
             max_objects,
             disregard_pool_size: 4096,
-            gc: gc_config(settings.objects),
+            gc: gc_config(&settings),
             ..HeapConfig::DEFAULT
         })?;
         let events = Arc::new(EventCounts::default());
@@ -215,12 +311,18 @@ impl Sim {
             marked_garbage: HashSet::new(),
             recent_detached: VecDeque::new(),
             pool_objects,
+            epoch,
+            tick_freed: 0,
+            protocol_errors: Vec::new(),
+            graves_pending: 0,
             rng,
             assets,
             next_actor: 0,
             next_level: 0,
             population: 0,
             graves: Vec::new(),
+            cycle_graves: Vec::new(),
+            cycle: None,
         };
         for _ in 0..LEVELS {
             sim.load_level()?;
@@ -245,9 +347,15 @@ impl Sim {
         self.heap[self.world].levels.clone()
     }
 
+    /// Microseconds from the start of the run to `t`.
+    pub fn since_start(&self, t: Instant) -> f64 {
+        micros(t.saturating_duration_since(self.epoch))
+    }
+
     /// Simulates frame `frame`, then ticks the collector.
     pub fn step(&mut self, frame: u32) -> Result<(FrameRecord, Option<CollectionRecord>), Error> {
         let t0 = Instant::now();
+        let graves_before = self.graves.len();
         let created_before = self.counters.objects_created;
         let garbage_before = self.counters.actors_marked_garbage;
         let detached_before = self.counters.actors_detached;
@@ -264,16 +372,17 @@ impl Sim {
         self.fly_projectiles();
         self.spawn_to_target(frame)?;
         let logic = t0.elapsed();
+        if self.cycle.is_some() {
+            self.counters.dead_handles_deferred += (self.graves.len() - graves_before) as u64;
+        }
 
         let live_before_tick = self.heap.len();
+        let rss_before_tick = rss_bytes();
         let t1 = Instant::now();
-        let stats = self.heap.tick(DT).completed;
-        let tick = t1.elapsed();
+        let tick = self.heap.tick(DT);
+        let tick_wall = t1.elapsed();
 
-        let collection = stats.map(|s| {
-            self.check_graves();
-            collection_record(frame, &s)
-        });
+        let collection = self.after_tick(frame, &tick);
         let record = FrameRecord {
             frame,
             target: self.target_population(frame),
@@ -284,23 +393,134 @@ impl Sim {
             detached: self.counters.actors_detached - detached_before,
             weak_stale: self.counters.weak_stale_freed + self.counters.weak_stale_garbage
                 - stale_before,
+            start_us: self.since_start(t0),
             logic_us: micros(logic),
-            tick_us: micros(tick),
-            pause_us: collection.as_ref().map(|c| c.total_us),
+            tick_start_us: self.since_start(t1),
+            tick_us: micros(tick_wall),
+            gc_us: micros(tick.time),
+            gc_worked: tick.did_work(),
+            gc_phase: phase_name(tick.phase),
+            gc_work: tick.work,
+            gc_freed: tick.freed,
+            gc_started: tick.started.map(trigger_name),
+            pause_us: collection.as_ref().map(|c| c.cycle_us),
+            rss_bytes: rss_before_tick.max(rss_bytes()),
         };
         Ok((record, collection))
     }
 
-    /// Runs the final, explicit collection before the invariant checks.
-    pub fn final_collection(&mut self, frame: u32) -> Result<CollectionRecord, Error> {
-        let s = self.heap.collect()?;
-        self.check_graves();
-        Ok(collection_record(frame, &s))
+    /// Keeps the books after a tick: starts and completes cycles, and when
+    /// one completes, checks the handles it had to free and returns its
+    /// record.
+    fn after_tick(&mut self, frame: u32, tick: &Tick) -> Option<CollectionRecord> {
+        self.tick_freed += tick.freed as u64;
+        let was_in_flight = self.cycle.is_some();
+        // A cycle that starts in this tick covers every death so far. (One
+        // that completes without a start having been seen started in this
+        // tick too, after those deaths.)
+        if !was_in_flight
+            && (tick.started.is_some() || tick.completed.is_some() || tick.phase != Phase::Idle)
+        {
+            self.begin_cycle(frame);
+        }
+        if let Some(c) = &mut self.cycle {
+            c.time += tick.time;
+        }
+        let mut record = None;
+        if let Some(stats) = &tick.completed {
+            let cycle = self.cycle.take().unwrap_or(Cycle {
+                started_frame: frame,
+                time: tick.time,
+            });
+            let graves = std::mem::take(&mut self.cycle_graves);
+            self.check_graves(graves);
+            record = Some(collection_record(frame, cycle, stats));
+            // The tick completed the cycle in flight and started the next.
+            if was_in_flight && (tick.started.is_some() || tick.phase != Phase::Idle) {
+                self.begin_cycle(frame);
+            }
+        } else if let Some(c) = self.cycle.filter(|_| tick.phase == Phase::Idle) {
+            self.cycle = None;
+            self.protocol_errors.push(format!(
+                "the cycle started in frame {} went idle in frame {frame} without reporting \
+                 completion",
+                c.started_frame
+            ));
+            // Its handles go to the next cycle rather than go unchecked.
+            let mut graves = std::mem::take(&mut self.cycle_graves);
+            graves.append(&mut self.graves);
+            self.graves = graves;
+        }
+        self.graves_pending = self.graves.len() + self.cycle_graves.len();
+        record
     }
 
-    /// After a collection: every known-dead handle must resolve to nothing.
-    fn check_graves(&mut self) {
-        let graves = std::mem::take(&mut self.graves);
+    /// A cycle started in `frame`'s tick: it must free every object known
+    /// to be dead by now.
+    fn begin_cycle(&mut self, frame: u32) {
+        self.cycle = Some(Cycle {
+            started_frame: frame,
+            time: Duration::ZERO,
+        });
+        self.cycle_graves.append(&mut self.graves);
+    }
+
+    /// Ends the run's collecting: finishes the cycle in flight, if any, by
+    /// ticking without advancing simulated time, then runs an explicit,
+    /// stop-the-world collection before the invariant checks.
+    pub fn final_collection(&mut self, frame: u32) -> Result<FinalGc, Error> {
+        let mut records = Vec::new();
+        let mut drain = None;
+        let mut drain_ticks = 0;
+        if self.cycle.is_some() {
+            let t = Instant::now();
+            let mut gc = Duration::ZERO;
+            while self.cycle.is_some() {
+                if drain_ticks == MAX_DRAIN_TICKS {
+                    self.protocol_errors.push(format!(
+                        "{MAX_DRAIN_TICKS} ticks after the last frame, a cycle is still in flight"
+                    ));
+                    break;
+                }
+                let tick = self.heap.tick(Duration::ZERO);
+                drain_ticks += 1;
+                gc += tick.time;
+                records.extend(self.after_tick(frame, &tick));
+            }
+            let span = Span {
+                start_us: self.since_start(t),
+                dur_us: micros(t.elapsed()),
+            };
+            drain = Some((span, micros(gc)));
+        }
+        let t = Instant::now();
+        let s = self.heap.collect()?;
+        let collect = Span {
+            start_us: self.since_start(t),
+            dur_us: micros(t.elapsed()),
+        };
+        self.tick_freed += s.freed as u64;
+        self.cycle = None;
+        self.begin_cycle(frame);
+        let graves = std::mem::take(&mut self.cycle_graves);
+        self.check_graves(graves);
+        self.cycle = None;
+        self.graves_pending = self.graves.len() + self.cycle_graves.len();
+        let cycle = Cycle {
+            started_frame: frame,
+            time: s.total,
+        };
+        records.push(collection_record(frame, cycle, &s));
+        Ok(FinalGc {
+            records,
+            drain,
+            drain_ticks,
+            collect,
+        })
+    }
+
+    /// After a cycle: every handle it had to free must resolve to nothing.
+    fn check_graves(&mut self, graves: Vec<Grave>) {
         let collection = self.heap.gc_totals().collections;
         for g in graves {
             let ok = match g {
@@ -816,12 +1036,18 @@ fn load_assets(
     Ok(assets)
 }
 
-/// Converts the collector's stats into a record.
-fn collection_record(frame: u32, s: &coreobject::CollectStats) -> CollectionRecord {
+/// Converts a completed cycle and the collector's stats into a record.
+fn collection_record(frame: u32, cycle: Cycle, s: &CollectStats) -> CollectionRecord {
     CollectionRecord {
         frame,
+        started_frame: cycle.started_frame,
         trigger: trigger_name(s.trigger),
+        cycle_us: micros(cycle.time),
         total_us: micros(s.total),
+        slices: s.slices,
+        max_slice_us: micros(s.max_slice),
+        forced: s.forced,
+        born: s.born,
         mark_us: micros(s.mark),
         sweep_us: micros(s.sweep),
         destroy_us: micros(s.destroy),
@@ -834,6 +1060,16 @@ fn collection_record(frame: u32, s: &coreobject::CollectStats) -> CollectionReco
     }
 }
 
+/// How the report names a phase of the collector.
+pub fn phase_name(p: Phase) -> &'static str {
+    match p {
+        Phase::Idle => "idle",
+        Phase::Mark => "mark",
+        Phase::Purge => "purge",
+        _ => "other",
+    }
+}
+
 /// How the report names what started a collection.
 pub fn trigger_name(t: Trigger) -> &'static str {
     match t {
@@ -843,5 +1079,132 @@ pub fn trigger_name(t: Trigger) -> &'static str {
         Trigger::ObjectCount => "object count",
         Trigger::Bytes => "bytes",
         _ => "growth",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The cycle bookkeeping, fed synthetic ticks shaped like an incremental
+    //! collector's: a start in one tick, the completion frames later.
+
+    use std::time::Duration;
+
+    use coreobject::{CollectStats, Phase, Tick, Trigger};
+
+    use super::{GcMode, Grave, Settings, Sim};
+
+    fn sim() -> Sim {
+        Sim::new(Settings {
+            objects: 500,
+            frames: 10,
+            seed: 3,
+            gc: GcMode::Incremental,
+            budget: Duration::from_millis(2),
+        })
+        .unwrap()
+    }
+
+    /// Marks a live actor as garbage, as `kill_actors` does.
+    fn kill_one(sim: &mut Sim) {
+        let level = sim.levels()[0];
+        let actor = *sim.heap[level]
+            .actors
+            .iter()
+            .find(|&&a| sim.heap.contains(a))
+            .unwrap();
+        sim.heap.mark_as_garbage(actor).unwrap();
+        sim.marked_garbage.insert(actor.any());
+        sim.graves.push(Grave::Actor(actor));
+    }
+
+    fn started() -> Tick {
+        Tick {
+            phase: Phase::Mark,
+            work: 1,
+            started: Some(Trigger::Interval),
+            ..Tick::default()
+        }
+    }
+
+    fn slice(phase: Phase) -> Tick {
+        Tick {
+            phase,
+            work: 1,
+            ..Tick::default()
+        }
+    }
+
+    fn completed(stats: CollectStats) -> Tick {
+        Tick {
+            phase: Phase::Idle,
+            work: 1,
+            completed: Some(stats),
+            ..Tick::default()
+        }
+    }
+
+    /// A death while a cycle is in flight is not held against that cycle,
+    /// but against the next one; and a handle that still resolves when that
+    /// one completes is a violation.
+    #[test]
+    fn deaths_mid_cycle_are_checked_after_the_next_cycle() {
+        let mut sim = sim();
+        assert!(sim.after_tick(0, &started()).is_none());
+        kill_one(&mut sim);
+        assert!(sim.after_tick(1, &slice(Phase::Mark)).is_none());
+        assert!(sim.after_tick(2, &slice(Phase::Purge)).is_none());
+        // The cycle completes without freeing it: floating garbage, fine.
+        let record = sim
+            .after_tick(3, &completed(CollectStats::default()))
+            .unwrap();
+        assert_eq!((record.started_frame, record.frame), (0, 3));
+        assert_eq!(sim.violation_count, 0);
+        assert_eq!(sim.graves_pending, 1);
+        // The next cycle started after the death: it must free it.
+        sim.after_tick(4, &started());
+        sim.after_tick(5, &completed(CollectStats::default()));
+        assert_eq!(sim.violation_count, 1, "{:?}", sim.violations);
+        assert_eq!(sim.graves_pending, 0);
+        assert!(sim.protocol_errors.is_empty());
+    }
+
+    /// A death before a cycle starts is checked when it completes, and a
+    /// collection that freed it passes.
+    #[test]
+    fn deaths_before_a_cycle_are_checked_when_it_completes() {
+        let mut sim = sim();
+        kill_one(&mut sim);
+        sim.after_tick(0, &started());
+        assert_eq!(sim.graves_pending, 1);
+        let stats = sim.heap.collect().unwrap();
+        let record = sim.after_tick(2, &completed(stats)).unwrap();
+        assert_eq!(record.started_frame, 0);
+        assert_eq!((sim.violation_count, sim.graves_pending), (0, 0));
+        assert_eq!(sim.counters.dead_handles_verified, 1);
+    }
+
+    /// A tick that completes one cycle and starts the next hands later
+    /// deaths to the new one; a cycle that goes idle without completing is
+    /// a protocol error, and its handles are not lost.
+    #[test]
+    fn back_to_back_cycles_and_protocol_errors() {
+        let mut sim = sim();
+        sim.after_tick(0, &started());
+        kill_one(&mut sim);
+        let both = Tick {
+            started: Some(Trigger::ObjectCount),
+            ..completed(CollectStats::default())
+        };
+        let both = Tick {
+            phase: Phase::Mark,
+            ..both
+        };
+        assert!(sim.after_tick(1, &both).is_some());
+        assert_eq!(sim.violation_count, 0);
+        assert!(sim.cycle.is_some_and(|c| c.started_frame == 1));
+        assert_eq!(sim.cycle_graves.len(), 1);
+        sim.after_tick(2, &slice(Phase::Idle));
+        assert_eq!(sim.protocol_errors.len(), 1);
+        assert_eq!(sim.graves_pending, 1);
     }
 }
