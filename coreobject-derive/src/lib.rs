@@ -4,8 +4,13 @@
 //! handle field that nobody annotated is still traced. A field opts out only
 //! with `#[object(skip)]` (or by being a `Weak<T>`, whose `Trace` reports
 //! nothing). `#[derive(Object)]` also registers the class: its name, its
-//! reflected fields and, when the type implements `Default`, a class default
-//! object.
+//! full path (`module_path!()::Type`), its reflected fields and, when the type
+//! implements `Default`, a class default object.
+//!
+//! `Object` is an `unsafe trait` (a class that answered for another type would
+//! make the heap read one type as another). The derive writes the
+//! `unsafe impl` and keeps its contract, so using it needs no `unsafe` from
+//! you, even under `#![forbid(unsafe_code)]`.
 //!
 //! Attributes:
 //!
@@ -371,11 +376,11 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
     Ok(quote! {
         #trace_impl
         #lifecycle
-        impl ::coreobject::Object for #ident {
+        // SAFETY: `class` returns the one `static` built by
+        // `Class::new::<#ident>`, the contract of `Object`.
+        unsafe impl ::coreobject::Object for #ident {
             fn class() -> &'static ::coreobject::Class {
-                fn __make_default() -> ::core::option::Option<
-                    ::std::boxed::Box<dyn ::core::any::Any + ::core::marker::Send + ::core::marker::Sync>,
-                > {
+                fn __make_default() -> ::core::option::Option<::coreobject::__private::MakeDefault> {
                     #[allow(unused_imports)]
                     use ::coreobject::__private::{NoDefault as _, ViaDefault as _};
                     (&::coreobject::__private::Probe::<#ident>(::core::marker::PhantomData)).make_default()
@@ -384,6 +389,7 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
                 static __CLASS: ::coreobject::Class = ::coreobject::Class::new::<#ident>(
                     ::coreobject::ClassDesc {
                         name: #class_name,
+                        path: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#ident)),
                         fields: __FIELDS,
                         make_default: __make_default,
                     },

@@ -1,8 +1,9 @@
 //! Classes: what `#[derive(Object)]` registers about a type (Unreal's `UClass`).
 //!
 //! A [`Class`] is a `static` the derive writes for each object type: its name,
-//! its reflected fields, and the type-erased functions the heap calls to trace,
-//! destroy and drop objects of that type. Classes are compared by address.
+//! its full path, its reflected fields, and the type-erased functions the heap
+//! calls to trace, destroy and drop objects of that type. Classes are compared
+//! by address, never by name: two types may share a name.
 //!
 //! ```
 //! use coreobject::{Heap, Obj, Object, RefKind, Weak};
@@ -12,14 +13,17 @@
 //!
 //! let class = Turret::class();
 //! assert_eq!(class.name(), "Turret");
+//! assert!(class.path().ends_with("::Turret"));
 //! let kinds: Vec<_> = class.fields().iter().map(|f| (f.name, f.kind)).collect();
 //! assert_eq!(kinds, [("target", RefKind::Weak), ("owner", RefKind::Strong), ("ammo", RefKind::Plain)]);
 //! ```
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
+use std::cell::RefCell;
 use std::fmt;
 use std::ptr::NonNull;
 
+use self::__private::MakeDefault;
 use crate::gc::Marker;
 use crate::lifecycle::{DestroyCx, Lifecycle};
 use crate::object::{Header, ObjBox};
@@ -27,9 +31,9 @@ use crate::trace::{RefKind, Trace, Visitor};
 
 /// An object type: a `'static`, `Send + Sync` value with a [`Class`].
 ///
-/// Implement it with `#[derive(Object)]`, never by hand. The derive also
-/// implements [`Trace`] (every field, unless `#[object(skip)]`) and, unless the
-/// type asks for `#[object(lifecycle)]`, an empty [`Lifecycle`].
+/// Implement it with `#[derive(Object)]`. The derive also implements
+/// [`Trace`] (every field, unless `#[object(skip)]`) and, unless the type asks
+/// for `#[object(lifecycle)]`, an empty [`Lifecycle`].
 ///
 /// ```
 /// use coreobject::{Object, Obj};
@@ -38,8 +42,35 @@ use crate::trace::{RefKind, Trace, Visitor};
 /// struct Gun { owner: Option<Obj<Gun>> }
 /// assert_eq!(Gun::class().name(), "Weapon");
 /// ```
-pub trait Object: Trace + Lifecycle + Send + Sync + 'static {
-    /// The class of this type.
+///
+/// # Safety
+///
+/// The heap takes an object's type from its class: it traces, destroys and
+/// drops each object through the functions its class was built with, and
+/// resolves a handle as a `T` exactly when the object's class is (by address)
+/// `T::class()`. Unchecked, a `class()` that answered another type's class
+/// would make the heap read, trace and drop one type as another. So an
+/// implementation must:
+///
+/// * return the class built by `Class::new::<Self>` (for `Self`, not for
+///   another type), and
+/// * return the same `&'static Class`, one `static`, on every call.
+///
+/// That is why the trait is `unsafe`. **Implement it with the derive**:
+/// `#[derive(Object)]` writes an `unsafe impl` that keeps both rules, and is
+/// itself safe to use (the promise is the derive's, not yours), so a crate
+/// with `#![forbid(unsafe_code)]` can still derive objects. A hand-written
+/// `impl Object for T` without `unsafe` does not compile (E0200), so safe
+/// code cannot forge a class.
+///
+/// As a second line of defence, the heap checks, in every build, that
+/// `T::class()` was built for `T` whenever it creates a `T` or matches an
+/// object's class against `T` (resolving, downcasting, iterating), and panics
+/// if it was not. For a derived class the check compares two constants, and
+/// an optimized build folds it away.
+pub unsafe trait Object: Trace + Lifecycle + Send + Sync + 'static {
+    /// The class of this type: the one `static` built by
+    /// `Class::new::<Self>` (see the trait's safety section).
     fn class() -> &'static Class;
 }
 
@@ -58,8 +89,12 @@ pub struct FieldInfo {
 #[doc(hidden)]
 pub struct ClassDesc {
     pub name: &'static str,
+    /// `module_path!()::Type`, unique per type but for types local to
+    /// functions.
+    pub path: &'static str,
     pub fields: &'static [FieldInfo],
-    pub make_default: fn() -> Option<Box<dyn Any + Send + Sync>>,
+    /// The type's `Default`, type-erased, if it has one.
+    pub make_default: fn() -> Option<MakeDefault>,
 }
 
 /// The type-erased operations on one class. Each takes a pointer to the
@@ -74,7 +109,7 @@ pub(crate) struct Vtable {
     pub(crate) finish_destroy: unsafe fn(NonNull<Header>, &DestroyCx<'_>),
     pub(crate) drop: unsafe fn(NonNull<Header>),
     pub(crate) type_id: fn() -> TypeId,
-    pub(crate) make_default: fn() -> Option<Box<dyn Any + Send + Sync>>,
+    pub(crate) make_default: fn() -> Option<MakeDefault>,
 }
 
 /// A registered object type (Unreal's `UClass`).
@@ -90,6 +125,7 @@ pub(crate) struct Vtable {
 /// ```
 pub struct Class {
     name: &'static str,
+    path: &'static str,
     fields: &'static [FieldInfo],
     size: usize,
     needs_trace: bool,
@@ -135,6 +171,7 @@ impl Class {
     pub const fn new<T: Object>(desc: ClassDesc) -> Class {
         Class {
             name: desc.name,
+            path: desc.path,
             fields: desc.fields,
             size: std::mem::size_of::<ObjBox<T>>(),
             needs_trace: T::NEEDS_TRACE,
@@ -153,9 +190,30 @@ impl Class {
         }
     }
 
-    /// The class name (the type name unless `#[object(name = "…")]`).
+    /// The class name (the type name unless `#[object(name = "…")]`). Not
+    /// unique: types in different modules may share it.
     pub const fn name(&self) -> &'static str {
         self.name
+    }
+
+    /// The full path of the class's type, `module::path::Type`, as
+    /// `module_path!()` spells it (Unreal's `/Script/Module.Class`). Unique
+    /// per type, except for types declared inside functions of one module.
+    /// The heap never uses it as identity (that is the class's address and
+    /// its type id); it names class defaults whose class name is taken.
+    ///
+    /// ```
+    /// # use coreobject::Object;
+    /// mod engine {
+    ///     #[derive(coreobject::Object)]
+    ///     #[object(name = "Actor")]
+    ///     pub struct Pawn;
+    /// }
+    /// assert_eq!(engine::Pawn::class().name(), "Actor");
+    /// assert!(engine::Pawn::class().path().ends_with("::engine::Pawn"));
+    /// ```
+    pub const fn path(&self) -> &'static str {
+        self.path
     }
 
     /// The reflected fields, in declaration order.
@@ -183,6 +241,7 @@ impl Class {
 
     /// Whether the type implements `Default`, so that the heap can make a
     /// class default object for it ([`Heap::class_default`](crate::Heap::class_default)).
+    /// Does not run `Default`.
     pub fn has_default(&self) -> bool {
         (self.vt.make_default)().is_some()
     }
@@ -192,8 +251,90 @@ impl Class {
         (self.vt.type_id)()
     }
 
+    /// Whether this is `T`'s class: compares addresses, after checking that
+    /// `T::class()` is the class built for `T` ([`checked`](Self::checked),
+    /// free for a derived class), so that no handle resolves as a type whose
+    /// `unsafe impl Object` forges another's class.
+    #[inline(always)]
     pub(crate) fn is<T: Object>(&self) -> bool {
-        std::ptr::eq(self, T::class())
+        std::ptr::eq(self, Class::checked::<T>())
+    }
+
+    /// `T::class()`, checked to be the class built for `T`: the `Object`
+    /// contract, enforced at creation and whenever a class is matched against
+    /// a type. The check is real, in every build; for a derived class both
+    /// type ids are constants, so an optimized build folds it away.
+    ///
+    /// # Panics
+    /// If `T::class()` was built for another type (a broken `unsafe impl Object`).
+    #[inline(always)]
+    pub(crate) fn checked<T: Object>() -> &'static Class {
+        let class = T::class();
+        if (class.vt.type_id)() != TypeId::of::<T>() {
+            forged::<T>(class)
+        }
+        class
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn forged<T>(class: &Class) -> ! {
+    panic!(
+        "`{}::class()` returns the class of another type ({} at {}): the `unsafe impl Object` \
+         breaks the trait's contract; implement it with #[derive(Object)]",
+        std::any::type_name::<T>(),
+        class.name,
+        class.path,
+    )
+}
+
+thread_local! {
+    /// The class defaults this thread is building, outermost first.
+    static BUILDING: RefCell<Vec<&'static Class>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Marks `T`'s class default as being built on this thread, while `T::default()`
+/// runs, so that a `Default` that asks for its own class default (directly or
+/// through other classes' defaults) panics instead of recursing forever.
+pub(crate) struct Building(());
+
+impl Building {
+    /// # Panics
+    /// If this thread is already building `T`'s class default.
+    pub(crate) fn enter<T: Object>() -> Building {
+        let class = T::class();
+        let cycle = BUILDING.with(|b| {
+            let mut b = b.borrow_mut();
+            let start = b.iter().position(|c| std::ptr::eq(*c, class));
+            let cycle = start.map(|i| {
+                b[i..]
+                    .iter()
+                    .chain([&class])
+                    .map(|c| c.path)
+                    .collect::<Vec<_>>()
+                    .join(" -> ")
+            });
+            if cycle.is_none() {
+                b.push(class);
+            }
+            cycle
+        });
+        if let Some(cycle) = cycle {
+            panic!(
+                "class_default::<{}>: the class default is asked for while its own `Default` \
+                 runs (cycle: {cycle}); a class default cannot be built from itself",
+                class.path
+            );
+        }
+        Building(())
+    }
+}
+
+impl Drop for Building {
+    fn drop(&mut self) {
+        // `try_with`: harmless if the thread's locals are already gone.
+        let _ = BUILDING.try_with(|b| b.borrow_mut().pop());
     }
 }
 
@@ -201,6 +342,7 @@ impl fmt::Debug for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Class")
             .field("name", &self.name)
+            .field("path", &self.path)
             .field("size", &self.size)
             .field("fields", &self.fields)
             .finish()
@@ -223,20 +365,23 @@ pub mod __private {
     /// Autoref specialization: picks the `Default` path when `T: Default`.
     pub struct Probe<T>(pub PhantomData<T>);
 
+    /// A type-erased `T::default()`.
+    pub type MakeDefault = fn() -> Box<dyn Any + Send + Sync>;
+
     pub trait ViaDefault {
-        fn make_default(&self) -> Option<Box<dyn Any + Send + Sync>>;
+        fn make_default(&self) -> Option<MakeDefault>;
     }
     impl<T: Default + Any + Send + Sync> ViaDefault for Probe<T> {
-        fn make_default(&self) -> Option<Box<dyn Any + Send + Sync>> {
-            Some(Box::new(T::default()))
+        fn make_default(&self) -> Option<MakeDefault> {
+            Some(|| Box::new(T::default()))
         }
     }
 
     pub trait NoDefault {
-        fn make_default(&self) -> Option<Box<dyn Any + Send + Sync>>;
+        fn make_default(&self) -> Option<MakeDefault>;
     }
     impl<T> NoDefault for &Probe<T> {
-        fn make_default(&self) -> Option<Box<dyn Any + Send + Sync>> {
+        fn make_default(&self) -> Option<MakeDefault> {
             None
         }
     }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use parking_lot::RwLock;
 
 use crate::array::{flags, ObjectArray, ObjectRef, Pool};
-use crate::class::{Class, Object};
+use crate::class::{Building, Class, Object};
 use crate::config::{GcConfig, HeapConfig};
 use crate::error::{CapReport, ConfigError, Error, PoolError, ResolveError};
 use crate::gc::debug::{MemoryReport, RefChain, Reports};
@@ -91,6 +91,66 @@ pub struct TableStats {
     pub cap: u32,
     /// Objects in the disregard-for-GC pool.
     pub disregard: u32,
+}
+
+/// One object's item flags, for debugging (Unreal's `EInternalObjectFlags`).
+/// From [`Heap::flags_of`]; its `Display` lists the flags that are set.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ObjectFlags {
+    /// In the root set ([`Heap::add_to_root`]).
+    pub rooted: bool,
+    /// Marked as garbage ([`Heap::mark_as_garbage`]) and not collected yet.
+    pub garbage: bool,
+    /// Found unreachable by the collector: being destroyed (hooks running or
+    /// awaiting `is_ready_for_finish_destroy`), or condemned by the
+    /// incremental purge in flight and not swept yet.
+    pub unreachable: bool,
+    /// In the disregard-for-GC pool: permanent.
+    pub disregard: bool,
+    /// A class default object ([`Heap::class_default`]): permanent.
+    pub class_default: bool,
+    /// Its class has destruction hooks ([`Lifecycle::HAS_HOOKS`](crate::Lifecycle::HAS_HOOKS)).
+    pub has_hooks: bool,
+    /// [`StrongObj`] handles keeping it alive.
+    pub strong_count: u32,
+    /// The slot index of its cluster's root (Unreal's `ClusterRootIndex`), if
+    /// it is in a cluster. The collector does not make clusters yet, so this
+    /// is always `None` for now.
+    pub cluster_root: Option<u32>,
+}
+
+impl fmt::Display for ObjectFlags {
+    /// The set flags, separated by ` | `, e.g. `rooted | class_default |
+    /// strong_count=2`; `none` when nothing is set.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bools = [
+            (self.rooted, "rooted"),
+            (self.garbage, "garbage"),
+            (self.unreachable, "unreachable"),
+            (self.disregard, "disregard"),
+            (self.class_default, "class_default"),
+            (self.has_hooks, "has_hooks"),
+        ];
+        let mut sep = "";
+        for (_, name) in bools.iter().filter(|(set, _)| *set) {
+            write!(f, "{sep}{name}")?;
+            sep = " | ";
+        }
+        if self.strong_count > 0 {
+            write!(f, "{sep}strong_count={}", self.strong_count)?;
+            sep = " | ";
+        }
+        if let Some(root) = self.cluster_root {
+            write!(f, "{sep}cluster_root={root}")?;
+            sep = " | ";
+        }
+        if sep.is_empty() {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
 }
 
 /// A builder for objects with an outer, a name, or a root flag. From
@@ -573,6 +633,44 @@ impl Heap {
             && self.array.at(h.index()).flags() & flags::ROOT != 0
     }
 
+    /// All of an object's item flags at once, for debugging. Answers for
+    /// every allocated object, garbage and unreachable ones included (unlike
+    /// [`get`](Self::get)); `None` only if the handle is stale or foreign.
+    ///
+    /// ```
+    /// use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Coin;
+    /// let heap = Heap::new();
+    /// let c = heap.create(Coin);
+    /// assert_eq!(heap.flags_of(c).unwrap().to_string(), "none");
+    /// heap.add_to_root(c).unwrap();
+    /// let _keep = heap.strong(c).unwrap();
+    /// let f = heap.flags_of(c).unwrap();
+    /// assert!(f.rooted && !f.garbage);
+    /// assert_eq!(f.strong_count, 1);
+    /// assert_eq!(f.to_string(), "rooted | strong_count=1");
+    /// let cdo = heap.class_default::<Coin>().unwrap();
+    /// assert_eq!(heap.flags_of(cdo).unwrap().to_string(), "rooted | class_default");
+    /// ```
+    pub fn flags_of(&self, h: impl Into<AnyObj>) -> Option<ObjectFlags> {
+        let h = h.into();
+        self.array.lookup(h, 0).ok()?;
+        let item = self.array.at(h.index());
+        let f = item.flags();
+        let condemned = f & flags::DEAD == 0 && self.array.hides(h.index(), f);
+        Some(ObjectFlags {
+            rooted: f & flags::ROOT != 0,
+            garbage: f & flags::GARBAGE != 0,
+            unreachable: f & flags::UNREACHABLE != 0 || condemned,
+            disregard: f & flags::DISREGARD != 0,
+            class_default: f & flags::DEFAULT_OBJECT != 0,
+            has_hooks: f & flags::HOOKS != 0,
+            strong_count: item.refcount(),
+            cluster_root: Some(item.cluster_root()).filter(|&r| r != 0),
+        })
+    }
+
     /// A strong RAII handle that roots the object while it lives (Unreal's
     /// `TStrongObjectPtr`). `None` if the object is not alive.
     pub fn strong<T: Object>(&self, h: Obj<T>) -> Option<StrongObj<T>> {
@@ -786,8 +884,29 @@ impl Heap {
     }
 
     /// The class default object of `T` (Unreal's CDO): made on first request
-    /// from `T::default()`, rooted, named `Default__ClassName`. `None` if `T`
-    /// does not implement `Default`.
+    /// from `T::default()`, rooted and permanent (it cannot be marked as
+    /// garbage). `None` if `T` does not implement `Default`, or if the object
+    /// cap is reached.
+    ///
+    /// Class defaults are found by type, never by name. Each is also named,
+    /// at the top level: `Default__` + its class name, or, when another
+    /// class's default already holds that name (two types that share a
+    /// name), `Default__` + its [class path](Class::path) (with a `_2`, `_3`,
+    /// … suffix in the rare case that is taken too), every `.` replaced by
+    /// `_`. Names starting with `Default__` are reserved for class defaults:
+    /// [`Spawn::name`] refuses them with [`Error::InvalidName`], so a class
+    /// default never collides with a user's object.
+    ///
+    /// `T::default()` runs with no heap lock held, so it may create objects
+    /// and ask for other classes' defaults (as Unreal's CDO constructors do).
+    /// Two threads that ask at once may both run `T::default()`: one value
+    /// becomes the class default, the other is dropped without ever entering
+    /// the heap, and both threads get the same handle.
+    ///
+    /// # Panics
+    /// If `T::default()` asks for `T`'s own class default, directly or
+    /// through other classes' defaults (it could only recurse forever); the
+    /// message names the cycle. A panic in `T::default()` propagates.
     ///
     /// ```
     /// # use coreobject::{Heap, Object};
@@ -798,24 +917,44 @@ impl Heap {
     /// let cdo = heap.class_default::<Gun>().unwrap();
     /// assert_eq!(heap[cdo].ammo, 30);
     /// assert_eq!(heap.class_default::<Gun>(), Some(cdo));
+    /// assert_eq!(heap.name_of(cdo).as_deref(), Some("Default__Gun"));
+    /// assert!(heap.spawn(Gun { ammo: 1 }).name("Default__Gun").create().is_err());
     /// ```
     pub fn class_default<T: Object>(&self) -> Option<Obj<T>> {
         let key = TypeId::of::<T>();
-        if let Some(h) = self.defaults.read().get(&key) {
-            if let Some(o) = self.downcast::<T>(*h) {
-                return Some(o);
-            }
-        }
-        let mut map = self.defaults.write();
-        if let Some(o) = map.get(&key).and_then(|h| self.downcast::<T>(*h)) {
+        let live = |map: &HashMap<TypeId, AnyObj>| self.downcast::<T>(*map.get(&key)?);
+        if let Some(o) = live(&self.defaults.read()) {
             return Some(o);
         }
-        let boxed = (T::class().vt.make_default)()?;
-        let value = *boxed.downcast::<T>().ok()?;
-        let name = format!("Default__{}", T::class().name());
-        let h = self.spawn(value).name(name).root().create().ok()?;
+        let make = (Class::checked::<T>().vt.make_default)()?;
+        // Build with no lock held: `T::default()` is user code.
+        let value = {
+            let _building = Building::enter::<T>();
+            *make()
+                .downcast::<T>()
+                .expect("a class's make_default builds its own type")
+        };
+        let mut map = self.defaults.write();
+        if let Some(o) = live(&map) {
+            // Another thread won the race; drop our value outside the lock.
+            drop(map);
+            drop(value);
+            return Some(o);
+        }
+        let Some(index) = self.array.reserve() else {
+            drop(map);
+            return None;
+        };
+        let mut names = self.names.write();
+        let name = names.default_name(T::class());
+        let h = self.publish_quiet(index, value, None);
         self.array.at(h.index()).set(flags::DEFAULT_OBJECT);
+        names.insert(h.any(), None, &name);
+        drop(names);
+        self.add_to_root(h).expect("a fresh object is alive");
         map.insert(key, h.any());
+        drop(map);
+        self.notify_create(h.any());
         Some(h)
     }
 

@@ -147,6 +147,11 @@
 //! cannot bypass it. [`Trace`] is a *safe* trait: a wrong implementation can
 //! free an object too early, but its handles then resolve to `None`; nothing
 //! dangles.
+//! [`Object`], by contrast, is an `unsafe trait`, because the heap takes an
+//! object's type from its class: `#[derive(Object)]` writes the `unsafe impl`
+//! and keeps its contract, so safe code cannot make the heap read one type as
+//! another (and the heap also checks a class's type id whenever it creates or
+//! matches a `T`, in every build, at no cost for derived classes).
 //!
 //! Handles on the stack are **not** roots (as with Unreal's raw pointers, but
 //! checked): an object reachable only from a local handle is freed by the next
@@ -230,7 +235,7 @@ pub use error::{CapReport, ConfigError, Error, PoolError, ResolveError};
 pub use gc::debug::{ClassMemory, MemoryReport, RefChain, RefLink, RootKind};
 pub use gc::{CollectStats, GcTotals, Phase, PreCollect, Tick, Trigger};
 pub use handle::{AnyObj, Handle, Obj, Weak};
-pub use heap::{Heap, Spawn, TableStats};
+pub use heap::{Heap, ObjectFlags, Spawn, TableStats};
 pub use lifecycle::{DestroyCx, Lifecycle};
 pub use listener::{CreateListener, DeleteListener, HookId, ObjectEvent};
 pub use referencer::Referencer;

@@ -1,6 +1,12 @@
 //! Object names and the (outer, name) index (Unreal's `FUObjectHashTables`,
 //! for named objects only: unnamed objects cost nothing here).
 //!
+//! Class default objects live in the same index, at the top level (no
+//! outer), under names that start with [`DEFAULT_PREFIX`]. User names may
+//! not start with it ([`Names::check`]), so a class default's name never
+//! collides with a user's, and [`Names::default_name`] picks one that no
+//! other class default holds.
+//!
 //! Both maps hash with `rustc-hash`'s Fx hash: keys are slot indices, handle
 //! bits and short names chosen by the program, not by an attacker, and the
 //! index is touched on every named creation and every freed named object.
@@ -10,6 +16,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxBuildHasher;
 
+use crate::class::Class;
 use crate::error::Error;
 use crate::handle::AnyObj;
 
@@ -28,12 +35,40 @@ fn outer_key(outer: Option<AnyObj>) -> u64 {
     outer.map_or(0, AnyObj::to_bits)
 }
 
+/// The prefix of class default objects' names (Unreal's `Default__`),
+/// reserved for them.
+pub(crate) const DEFAULT_PREFIX: &str = "Default__";
+
 impl Names {
+    /// Checks a user's name: non-empty, no `.` (the path separator), and not
+    /// starting with the reserved [`DEFAULT_PREFIX`].
     pub(crate) fn check(name: &str) -> Result<(), Error> {
-        if name.is_empty() || name.contains('.') {
+        if name.is_empty() || name.contains('.') || name.starts_with(DEFAULT_PREFIX) {
             return Err(Error::InvalidName(name.to_string()));
         }
         Ok(())
+    }
+
+    /// A top-level name for the class default object of `class` that no
+    /// object holds: `Default__` + the class name; if another class default
+    /// holds that (two classes share a name), `Default__` + the class path;
+    /// if even that is held (types local to functions), the path with the
+    /// first free `_2`, `_3`, … suffix. Every `.` becomes `_`, so the name
+    /// is a valid path segment.
+    pub(crate) fn default_name(&self, class: &Class) -> String {
+        let free = |n: &String| self.find(None, n).is_none();
+        let short = format!("{DEFAULT_PREFIX}{}", class.name()).replace('.', "_");
+        if free(&short) {
+            return short;
+        }
+        let long = format!("{DEFAULT_PREFIX}{}", class.path()).replace('.', "_");
+        if free(&long) {
+            return long;
+        }
+        (2u64..)
+            .map(|n| format!("{long}_{n}"))
+            .find(free)
+            .expect("a free suffix")
     }
 
     pub(crate) fn find(&self, outer: Option<AnyObj>, name: &str) -> Option<AnyObj> {
@@ -100,5 +135,18 @@ mod tests {
         n.remove(2);
         assert!(n.is_empty());
         n.remove(2); // removing twice is harmless
+    }
+
+    #[test]
+    fn the_default_prefix_is_reserved() {
+        assert!(Names::check("Hero").is_ok());
+        assert!(Names::check("Default_Hero").is_ok());
+        for bad in ["", "A.B", "Default__Hero", "Default__"] {
+            assert_eq!(
+                Names::check(bad),
+                Err(Error::InvalidName(bad.to_string())),
+                "{bad:?}"
+            );
+        }
     }
 }

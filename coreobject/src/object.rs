@@ -35,12 +35,15 @@ pub(crate) struct ObjBox<T> {
 
 impl<T: Object> ObjBox<T> {
     /// Allocates a box and leaks it as a header pointer.
+    ///
+    /// # Panics
+    /// If `T::class()` was built for another type ([`Class::checked`]):
+    /// every object is born here, so no object ever carries a forged class
+    /// (the slot reserved for a refused object stays empty).
     pub(crate) fn alloc(value: T, outer: Option<AnyObj>) -> NonNull<Header> {
+        let class = Class::checked::<T>();
         let b = Box::new(ObjBox {
-            header: Header {
-                class: T::class(),
-                outer,
-            },
+            header: Header { class, outer },
             value,
         });
         NonNull::from(Box::leak(b)).cast()

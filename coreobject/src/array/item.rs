@@ -106,6 +106,12 @@ impl Item {
         self.refcount.load(Acquire)
     }
 
+    /// The index of the item's cluster root; 0 = in no cluster.
+    #[inline]
+    pub(crate) fn cluster_root(&self) -> u32 {
+        self.cluster_root.load(Relaxed)
+    }
+
     /// Whether the item is a root: rooted, or held by a strong handle.
     #[inline]
     pub(crate) fn is_root(&self) -> bool {
