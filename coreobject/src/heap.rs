@@ -398,6 +398,9 @@ impl Heap {
     #[inline]
     fn publish_quiet<T: Object>(&self, index: u32, value: T, outer: Option<AnyObj>) -> Obj<T> {
         self.gc.note_alloc(T::class().size());
+        if T::INTERIOR_MUT {
+            self.gc.note_interior(index);
+        }
         self.array.fill(index, value, outer, self.gc.birth_flags())
     }
 

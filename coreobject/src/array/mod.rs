@@ -356,6 +356,12 @@ impl ObjectArray {
         class.size()
     }
 
+    /// Makes room for `n` more freed slots on the free list, so that freeing
+    /// them allocates nothing (see the purge's sweep step).
+    pub(crate) fn reserve_frees(&mut self, n: usize) {
+        self.table.reserve_free(n);
+    }
+
     /// Returns parked slots whose strong count has dropped to zero.
     pub(crate) fn release_parked(&mut self) {
         let mut parked = std::mem::take(&mut self.parked);
@@ -460,6 +466,13 @@ impl ObjectArray {
             value: header,
             flags: item.flags(),
         })
+    }
+
+    /// The class of the object in slot `index`, if any.
+    pub(crate) fn class_in(&self, index: u32) -> Option<&'static Class> {
+        let p = self.item(index)?.object()?;
+        // SAFETY: `p` is a live header while `&self` is borrowed.
+        Some(unsafe { p.as_ref() }.class)
     }
 
     /// Allocated objects per class, most numerous first.

@@ -286,6 +286,12 @@ impl Table {
         true
     }
 
+    /// Makes room for `n` more freed indices, so that freeing allocates
+    /// nothing.
+    pub(crate) fn reserve_free(&mut self, n: usize) {
+        self.free.reserve(n);
+    }
+
     /// Starts or stops recording the indices handed out (see `taken`).
     pub(crate) fn record(&mut self, on: bool) {
         self.taken = on.then(|| self.taken.take().unwrap_or_default());

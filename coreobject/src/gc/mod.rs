@@ -188,6 +188,10 @@ pub(crate) struct Collector {
     regrey: Vec<u32>,
     /// Objects whose garbage mark was cleared during marking (from `&Heap`).
     greyed: Mutex<Vec<AnyObj>>,
+    /// Slots of objects whose class can change its handles behind a lock
+    /// ([`Trace::INTERIOR_MUT`](crate::Trace::INTERIOR_MUT)), which the
+    /// write barrier cannot see: re-scanned at the end of a sliced marking.
+    interior: Mutex<Vec<u32>>,
     /// Objects waiting for `is_ready_for_finish_destroy` (classes with hooks only).
     pending: Vec<Pending>,
     /// The previous root-candidate list, kept for its buffer.
@@ -214,6 +218,7 @@ impl Collector {
             queue: VecDeque::new(),
             regrey: Vec::new(),
             greyed: Mutex::new(Vec::new()),
+            interior: Mutex::new(Vec::new()),
             pending: Vec::new(),
             roots_scratch: Vec::new(),
             bytes_since_gc: AtomicUsize::new(0),
@@ -310,6 +315,11 @@ impl Collector {
         if item.set(flags::REGREY) & flags::REGREY == 0 {
             self.regrey.push(index);
         }
+    }
+
+    /// An object of an interior-mutable class was created in slot `index`.
+    pub(crate) fn note_interior(&self, index: u32) {
+        self.interior.lock().push(index);
     }
 
     /// An object whose garbage mark was cleared: marking must look at it.
@@ -639,6 +649,22 @@ impl Collector {
                     return false;
                 }
             }
+            // Objects whose handles may have changed behind a lock: when
+            // the program ran since marking began, re-scan every marked one
+            // (not budgeted: this pass must see them all at once).
+            if cycle.stats.slices > 0 {
+                for &i in self.interior.lock().iter() {
+                    let item = chunks.at(i);
+                    let f = item.flags();
+                    if f & flags::DEAD == 0
+                        && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
+                    {
+                        if let Some(p) = item.object() {
+                            marker.scan(p);
+                        }
+                    }
+                }
+            }
             // Referencers report afresh: nothing tells us what they changed.
             for (_, r) in stage.referencers {
                 r.add_referenced_objects(&mut marker);
@@ -710,6 +736,13 @@ impl Collector {
         self.in_flight = false;
         self.pending.append(&mut cycle.waiting);
 
+        // Forget interior-mutable slots whose object is gone or changed class.
+        let interior = self.interior.get_mut();
+        if !interior.is_empty() {
+            interior.retain(|&i| array.class_in(i).is_some_and(|c| c.interior_mut()));
+            interior.sort_unstable();
+            interior.dedup();
+        }
         let mut stats = cycle.stats;
         stats.pending = self.pending.len();
         stats.live = array.len();

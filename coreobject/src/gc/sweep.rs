@@ -147,6 +147,11 @@ impl Collector {
                     // Every unreachable object is flagged: resolution needs
                     // the bitmap no longer.
                     stage.array.condemned.active = false;
+                    // Grow the free list once, now, rather than while freeing:
+                    // a large allocation makes glibc consolidate its fast bins,
+                    // which the frees below fill, and that costs milliseconds
+                    // inside one slice.
+                    stage.array.reserve_frees(cycle.stats.unreachable);
                     cycle.stats.sweep += ts.elapsed();
                     cycle.step = Step::Poll(0);
                 }
