@@ -13,7 +13,7 @@ use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::array::{flags, ObjectArray, ObjectRef, Pool};
 use crate::class::{Building, Class, Object};
@@ -22,6 +22,7 @@ use crate::error::{CapReport, ConfigError, Error, PoolError, ResolveError};
 use crate::gc::debug::{MemoryReport, RefChain, Reports};
 use crate::gc::{CollectStats, Collector, GcTotals, Phase, PreCollect, Stage, Tick, Trigger};
 use crate::handle::{AnyObj, Handle, Obj, Weak};
+use crate::inners::Inners;
 use crate::lifecycle::Caught;
 use crate::listener::{CreateListener, DeleteListener, HookId, Listeners, ObjectEvent};
 use crate::names::Names;
@@ -50,6 +51,8 @@ pub struct Heap {
     array: ObjectArray,
     config: HeapConfig,
     names: RwLock<Names>,
+    /// The outer → inners index (objects created with an outer only).
+    inners: Mutex<Inners>,
     listeners: Listeners,
     referencers: Vec<(HookId, Arc<dyn Referencer>)>,
     defaults: RwLock<HashMap<TypeId, AnyObj>>,
@@ -177,7 +180,9 @@ pub struct Spawn<'h, T: Object> {
 }
 
 impl<'h, T: Object> Spawn<'h, T> {
-    /// Sets the outer (the object this one lives in; it keeps the outer alive).
+    /// Sets the outer (the object this one lives in). The new object keeps
+    /// its outer alive; with [`GcConfig::outer_keeps_inners`] the outer keeps
+    /// it alive too.
     pub fn outer(mut self, outer: impl Into<AnyObj>) -> Self {
         self.outer = Some(outer.into());
         self
@@ -245,6 +250,7 @@ impl Heap {
                 lease,
             ),
             names: RwLock::new(Names::default()),
+            inners: Mutex::new(Inners::default()),
             listeners: Listeners::default(),
             referencers: Vec::new(),
             defaults: RwLock::new(HashMap::new()),
@@ -401,7 +407,18 @@ impl Heap {
         if T::INTERIOR_MUT {
             self.gc.note_interior(index);
         }
-        self.array.fill(index, value, outer, self.gc.birth_flags())
+        let h = self.array.fill(index, value, outer, self.gc.birth_flags());
+        if let Some(o) = outer {
+            self.note_inner(o, h.any());
+        }
+        h
+    }
+
+    /// Files a new object under its outer (alive, checked by the caller; it
+    /// cannot be freed meanwhile: that takes `&mut self`).
+    fn note_inner(&self, outer: AnyObj, inner: AnyObj) {
+        self.inners.lock().insert(outer, inner);
+        self.array.at(outer.index()).set(flags::OUTER);
     }
 
     fn notify_create(&self, obj: AnyObj) {
@@ -870,12 +887,36 @@ impl Heap {
             .filter(|o| !o.is_disregard())
     }
 
-    /// Calls `f` for each live object whose outer is `outer` (Unreal's
-    /// `ForEachObjectWithOuter`, without recursion into inners' inners).
+    /// Calls `f` for each live object whose outer is `outer`, in index order
+    /// (Unreal's `ForEachObjectWithOuter`, without recursion into inners'
+    /// inners). Reads the outer → inners index, so it costs the number of
+    /// `outer`'s inners, not the size of the table. An outer that is gone
+    /// has no inners, as [`outer_of`](Self::outer_of) of its surviving inners
+    /// is `None`. `f` may create objects; those it creates under `outer` are
+    /// not visited.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Level;
+    /// let heap = Heap::new();
+    /// let world = heap.create(Level);
+    /// let a = heap.spawn(Level).outer(world).create().unwrap();
+    /// let b = heap.spawn(Level).outer(world).create().unwrap();
+    /// heap.spawn(Level).outer(a).create().unwrap(); // an inner's inner
+    /// let mut seen = Vec::new();
+    /// heap.for_each_with_outer(world, |o| seen.push(o.id()));
+    /// assert_eq!(seen, [a.any(), b.any()]);
+    /// ```
     pub fn for_each_with_outer(&self, outer: impl Into<AnyObj>, mut f: impl FnMut(ObjectRef<'_>)) {
         let outer = outer.into();
-        for o in self.iter() {
-            if o.outer() == Some(outer) {
+        // Copied out, so that `f` runs with no lock held.
+        let mut inners = self.inners.lock().of(outer.to_bits()).to_vec();
+        inners.sort_unstable_by_key(|h| h.index());
+        for h in inners {
+            let Some(o) = self.array.slot(&self.names, h.index()) else {
+                continue;
+            };
+            if o.id() == h && !self.array.hides(h.index(), o.flags()) {
                 f(o)
             }
         }
@@ -1122,6 +1163,7 @@ impl Heap {
                 names: &mut self.names,
                 listeners: &self.listeners,
                 referencers: &self.referencers,
+                inners: self.inners.get_mut(),
             },
         )
     }
@@ -1323,6 +1365,7 @@ impl Heap {
             array: &self.array,
             names: &self.names,
             referencers: &self.referencers,
+            inners: self.gc.config().outer_keeps_inners.then_some(&self.inners),
         }
     }
 
@@ -1365,8 +1408,9 @@ impl Heap {
     /// println!("{r}");
     /// ```
     pub fn memory_report(&self) -> MemoryReport {
+        let collector = self.gc.memory_bytes() + self.inners.lock().allocated_bytes();
         self.reports()
-            .memory_report(self.gc.memory_bytes(), self.listeners_allocated_size())
+            .memory_report(collector, self.listeners_allocated_size())
     }
 }
 

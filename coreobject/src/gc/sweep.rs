@@ -314,11 +314,16 @@ fn finish(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) {
     item.set(flags::FINISHED);
 }
 
-/// Delete listeners, the name, then the slot and the value. Returns the
-/// bytes freed.
+/// Delete listeners, the name, then the slot and the value, then the
+/// object's place in the outer → inners index. Returns the bytes freed.
 fn free_one(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) -> usize {
     let item = stage.array.at(index);
     let this = handle_of(item, index);
+    // (its outer, whether it is an outer), read before the slot is emptied.
+    let links = (!stage.inners.is_empty()).then(|| {
+        let header = stage.array.header(this, 0).expect("freeing a live object");
+        (header.outer, item.flags() & flags::OUTER != 0)
+    });
     if !stage.listeners.delete.is_empty() {
         let header = stage.array.header(this, 0).expect("freeing a live object");
         let event = ObjectEvent {
@@ -333,5 +338,20 @@ fn free_one(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) -> usize {
     if !names.is_empty() {
         names.remove(index);
     }
-    stage.array.free(index, caught)
+    let bytes = stage.array.free(index, caught);
+    if let Some((outer, is_outer)) = links {
+        if is_outer {
+            stage.inners.forget_outer(this);
+        }
+        if let Some(o) = outer {
+            let array = &*stage.array;
+            // The slot's serial has moved on, so `this` counts as stale.
+            if stage.inners.forget_inner(o, |h| array.lookup(h, 0).is_ok()) {
+                // The outer (alive: its entry goes when it is freed) has no
+                // inners left.
+                array.at(o.index()).clear(flags::OUTER);
+            }
+        }
+    }
+    bytes
 }
