@@ -241,7 +241,9 @@ impl Heap {
             return Err(ConfigError::PoolSize.into());
         }
         config.gc.validate()?;
-        let lease = serial::acquire(config.generation_bits)?;
+        let lease = serial::acquire(config.generation_bits).ok_or(Error::TooManyHeaps {
+            live_limit: serial::LIVE_LIMIT,
+        })?;
         Ok(Heap {
             array: ObjectArray::new(
                 config.max_objects,

@@ -91,7 +91,7 @@ use std::hash::BuildHasher;
 use std::sync::TryLockError;
 use std::time::{Duration, Instant};
 
-use crate::handle::AnyObj;
+use crate::handle::{AnyObj, Obj, Weak};
 
 /// What a field holds, as far as the collector is concerned.
 ///
@@ -667,6 +667,22 @@ impl<T: Trace + ?Sized> Trace for parking_lot::RwLock<T> {
         let guard = lock_for_trace::<Self, _>(|| self.try_read());
         (*guard).trace(v)
     }
+}
+
+impl<T> Trace for Obj<T> {
+    const NEEDS_TRACE: bool = true;
+    const KIND: RefKind = RefKind::Strong;
+    #[inline(always)]
+    fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
+        v.visit(self.any())
+    }
+}
+
+impl<T> Trace for Weak<T> {
+    const NEEDS_TRACE: bool = false;
+    const KIND: RefKind = RefKind::Weak;
+    #[inline(always)]
+    fn trace<V: Visitor + ?Sized>(&self, _v: &mut V) {}
 }
 
 impl Trace for AnyObj {
