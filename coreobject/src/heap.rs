@@ -372,7 +372,10 @@ impl Heap {
     }
 
     /// Creates an object at a chosen free index (Unreal's
-    /// `AlreadyAllocatedIndex`, for undo/redo or replication).
+    /// `AlreadyAllocatedIndex`, for undo/redo or replication). Indices
+    /// skipped past the high water become free: they are not objects, and
+    /// cost neither memory per index nor a chunk until one is handed out.
+    /// O(1) amortized.
     ///
     /// ```
     /// use coreobject::{Error, Heap, Object};

@@ -149,8 +149,19 @@ impl ObjectArray {
         self.table.reserve()
     }
 
-    /// Claims a specific free index (for `create_at`).
+    /// Claims a specific free index (for `create_at`), in O(1) amortized.
     pub(crate) fn claim(&mut self, index: u32) -> Result<(), crate::Error> {
+        self.check_claim(index)?;
+        if !self.table.claim(index) {
+            return Err(crate::Error::IndexTaken(index));
+        }
+        Ok(())
+    }
+
+    /// Syncs, then refuses an index past the cap, in the pool, or holding an
+    /// object or a retired serial (cheap checks that spare the free list a
+    /// lookup).
+    fn check_claim(&mut self, index: u32) -> Result<(), crate::Error> {
         self.table.sync();
         if index >= self.table.cap() {
             return Err(crate::Error::IndexPastCap {
@@ -158,7 +169,10 @@ impl ObjectArray {
                 cap: self.table.cap(),
             });
         }
-        if index < self.pool.end || !self.table.claim(index) {
+        let occupied = self
+            .item(index)
+            .is_some_and(|item| item.object().is_some() || item.serial() == RETIRED);
+        if index < self.pool.end || occupied {
             return Err(crate::Error::IndexTaken(index));
         }
         Ok(())
@@ -475,17 +489,32 @@ impl ObjectArray {
         Some(unsafe { p.as_ref() }.class)
     }
 
+    /// Calls `f` with every slot below `end` whose chunk exists, skipping
+    /// whole chunks that were never allocated (gaps left by `create_at`).
+    pub(crate) fn for_each_allocated(&self, end: u32, mut f: impl FnMut(u32, &Item)) {
+        let mut i = 0;
+        while i < end {
+            match self.item(i) {
+                Some(item) => {
+                    f(i, item);
+                    i += 1;
+                }
+                None => i = (i | (CHUNK_SIZE - 1)).saturating_add(1),
+            }
+        }
+    }
+
     /// Allocated objects per class, most numerous first.
     pub(crate) fn class_counts(&self) -> Vec<(&'static str, usize)> {
         let mut by: std::collections::HashMap<*const Class, (&'static str, usize)> =
             std::collections::HashMap::new();
-        for i in 0..self.high_water() {
-            if let Some(p) = self.item(i).and_then(Item::object) {
+        self.for_each_allocated(self.high_water(), |_, item| {
+            if let Some(p) = item.object() {
                 // SAFETY: `p` is a live header while `&self` is borrowed.
                 let c = unsafe { p.as_ref() }.class;
                 by.entry(c as *const Class).or_insert((c.name(), 0)).1 += 1;
             }
-        }
+        });
         let mut v: Vec<_> = by.into_values().collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         v
@@ -497,10 +526,10 @@ impl ObjectArray {
         self.table.sync();
         let mut caught: Caught = None;
         let mut highest: Option<u32> = (self.retired > 0).then_some(self.lease.limit);
-        for i in 0..self.table.high_water() {
-            let Some(item) = self.item(i) else { continue };
+        let tag = self.lease.tag;
+        self.for_each_allocated(self.table.high_water(), |_, item| {
             let s = item.serial();
-            if serial::tag(s) == self.lease.tag {
+            if serial::tag(s) == tag {
                 let g = serial::generation(s);
                 highest = Some(highest.map_or(g, |h| h.max(g)));
             }
@@ -509,7 +538,7 @@ impl ObjectArray {
                 // so it is dropped exactly once, and no reference into the heap remains.
                 guard(&mut caught, || unsafe { (p.as_ref().class.vt.drop)(p) });
             }
-        }
+        });
         serial::release(self.lease, highest);
         // The tag is released once; a second call finds nothing to drop.
         self.lease.tag = 0;
