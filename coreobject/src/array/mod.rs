@@ -178,6 +178,64 @@ impl ObjectArray {
         Ok(())
     }
 
+    /// Claims a specific free index and sets the serial its object will get
+    /// (for `create_at_with_serial`; Unreal's `AllocateUObjectIndex` with an
+    /// `AlreadyAllocatedIndex` and a `SerialNumber`).
+    ///
+    /// A slot's generation only moves forward, and a free slot's serial is
+    /// the next one to issue, so its last occupant had `serial - 1`. Accepted:
+    /// that serial (restoring the last occupant: handles to it resolve again),
+    /// or any serial of this heap's tag from the current one up to the limit
+    /// (a generation the slot never issued). A never-used slot accepts any
+    /// generation of this heap. Refused: another tag, a generation outside
+    /// the heap's range, a retired slot, and anything older than the last
+    /// occupant, to which handles to a later occupant would then resolve.
+    pub(crate) fn claim_with_serial(
+        &mut self,
+        index: u32,
+        serial: u32,
+    ) -> Result<(), crate::Error> {
+        let refuse = |reason| crate::Error::SerialRefused {
+            index,
+            serial,
+            reason,
+        };
+        self.table.sync();
+        if index >= self.table.cap() {
+            return Err(crate::Error::IndexPastCap {
+                index,
+                cap: self.table.cap(),
+            });
+        }
+        let (tag, generation) = (serial::tag(serial), serial::generation(serial));
+        if tag != self.lease.tag {
+            return Err(refuse("its heap tag is not this heap's"));
+        }
+        if generation < self.lease.floor || generation > self.lease.limit {
+            return Err(refuse(
+                "its generation lies outside the range this heap issues",
+            ));
+        }
+        let current = self.item(index).map_or(0, Item::serial);
+        if current == RETIRED {
+            return Err(refuse("the slot is retired: its generations ran out"));
+        }
+        self.check_claim(index)?;
+        if !self.table.claimable(index) {
+            return Err(crate::Error::IndexTaken(index));
+        }
+        if current != 0 && serial < current - 1 {
+            return Err(refuse(
+                "it is older than the slot's last occupant: handles to a later occupant would resolve to the new object",
+            ));
+        }
+        let claimed = self.table.claim(index);
+        debug_assert!(claimed, "claimable index refused");
+        // The slot is empty and exclusively ours: `fill` issues the serial it carries.
+        self.at(index).vacate(serial);
+        Ok(())
+    }
+
     /// Fills a reserved slot with a new object. The caller owns `index`
     /// exclusively. `extra` are flags to set at birth.
     #[inline]

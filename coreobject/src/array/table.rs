@@ -314,6 +314,14 @@ impl Table {
         self.cursor.store(self.unreserved(), Ordering::Release);
     }
 
+    /// Whether `claim(index)` would succeed (call `sync` first).
+    pub(crate) fn claimable(&mut self, index: u32) -> bool {
+        index < self.cap
+            && (index >= self.high_water
+                || self.gaps.contains(index)
+                || self.free.position(index).is_some())
+    }
+
     /// Claims a specific free index (Unreal's `AlreadyAllocatedIndex`) in
     /// O(1) amortized (see the module docs). Returns `false` if the index is
     /// in use, parked, retired or past the cap. Call `sync` first.
@@ -607,6 +615,12 @@ impl Gaps {
         self.len += to - from;
     }
 
+    fn contains(&self, i: u32) -> bool {
+        self.spans
+            .get((i >> CHUNK_SHIFT) as usize)
+            .is_some_and(|s| s.contains(i & (CHUNK_SIZE - 1)))
+    }
+
     /// Takes slot `i` out; `false` if it is not a gap slot.
     fn remove(&mut self, i: u32) -> bool {
         let c = (i >> CHUNK_SHIFT) as usize;
@@ -667,6 +681,13 @@ impl Span {
         match self {
             Span::Run(lo, hi) => hi - lo,
             Span::Bits(b) => b.len,
+        }
+    }
+
+    fn contains(&self, o: u32) -> bool {
+        match self {
+            Span::Run(lo, hi) => (*lo..*hi).contains(&o),
+            Span::Bits(b) => b.get(o),
         }
     }
 
@@ -758,6 +779,10 @@ impl Bits {
             blocks: vec![0; BLOCKS].into_boxed_slice(),
             len: 0,
         })
+    }
+
+    fn get(&self, o: u32) -> bool {
+        self.words[o as usize / 64] & (1 << (o % 64)) != 0
     }
 
     /// Sets the offsets `lo..hi`, none of which is set.
