@@ -122,6 +122,18 @@ pub enum Error {
         /// The cap.
         cap: u32,
     },
+    /// `create_at_with_serial` named a serial this heap could not have
+    /// issued for that slot, or one that a handle to another object could
+    /// confuse with the new object.
+    #[error("serial {serial:#x} refused for index {index}: {reason}")]
+    SerialRefused {
+        /// The index asked for.
+        index: u32,
+        /// The serial asked for.
+        serial: u32,
+        /// Why.
+        reason: &'static str,
+    },
     /// Another object with this outer already has this name.
     #[error("an object named {name:?} already exists under that outer")]
     NameTaken {

@@ -374,7 +374,11 @@ impl Heap {
     }
 
     /// Creates an object at a chosen free index (Unreal's
-    /// `AlreadyAllocatedIndex`, for undo/redo or replication).
+    /// `AlreadyAllocatedIndex`, for undo/redo or replication). Indices
+    /// skipped past the high water become free: they are not objects, and
+    /// cost neither memory per index nor a chunk until one is handed out.
+    /// O(1) amortized. See also
+    /// [`create_at_with_serial`](Self::create_at_with_serial).
     ///
     /// ```
     /// use coreobject::{Error, Heap, Object};
@@ -390,6 +394,49 @@ impl Heap {
             return Err(PoolError::CreateAtWhileOpen.into());
         }
         self.array.claim(index)?;
+        Ok(self.publish(index, value, None))
+    }
+
+    /// Creates an object at a chosen free index with a chosen serial
+    /// (Unreal's `AllocateUObjectIndex` with an `AlreadyAllocatedIndex` and
+    /// a `SerialNumber`), for undo and replication: handles that named the
+    /// slot's last occupant, or an object elsewhere, resolve to the new one.
+    ///
+    /// A slot's generation only moves forward, and a free slot's current
+    /// serial is the next one to issue. Accepted are the serial of the slot's
+    /// last occupant (undo), a serial of this heap's tag the slot never issued
+    /// (a newer generation, up to the heap's limit), and, for a slot never
+    /// used, any generation of this heap. Refused with
+    /// [`Error::SerialRefused`]: another heap's tag, a generation outside this
+    /// heap's range, a retired slot, and a generation older than the last
+    /// occupant's (handles to a later occupant would resolve to the new
+    /// object). A taken index is refused with [`Error::IndexTaken`]. Once
+    /// the object is freed, its slot moves past `serial` as usual.
+    ///
+    /// ```
+    /// use coreobject::{Error, Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Prop(u32);
+    /// let mut heap = Heap::new();
+    /// let old = heap.create(Prop(1));
+    /// heap.collect().unwrap(); // unrooted: freed
+    /// assert!(heap.get(old).is_none());
+    /// let back = heap.create_at_with_serial(old.index(), old.serial(), Prop(2)).unwrap();
+    /// assert_eq!(back, old);
+    /// assert_eq!(heap[old].0, 2);
+    /// let err = heap.create_at_with_serial(old.index(), old.serial(), Prop(3));
+    /// assert_eq!(err, Err(Error::IndexTaken(old.index())));
+    /// ```
+    pub fn create_at_with_serial<T: Object>(
+        &mut self,
+        index: u32,
+        serial: u32,
+        value: T,
+    ) -> Result<Obj<T>, Error> {
+        if self.array.pool().open {
+            return Err(PoolError::CreateAtWhileOpen.into());
+        }
+        self.array.claim_with_serial(index, serial)?;
         Ok(self.publish(index, value, None))
     }
 
