@@ -306,9 +306,9 @@ fn poll(
     let item = stage.array.at(p.index);
     let ptr = item.object().expect("pending object still allocated");
     let mut ready = true;
-    // SAFETY: `ptr` is live and of its header's class; the purge holds the heap
-    // exclusively.
     guard(caught, || {
+        // SAFETY: `ptr` is live and of its header's class; the purge holds the
+        // heap exclusively.
         ready = unsafe { (ptr.as_ref().class.vt.is_ready)(ptr) }
     });
     if !ready && !p.warned && p.since.elapsed() >= timeout {
