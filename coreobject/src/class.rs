@@ -18,6 +18,7 @@
 //! assert_eq!(kinds, [("target", RefKind::Weak), ("owner", RefKind::Strong), ("ammo", RefKind::Plain)]);
 //! ```
 
+use std::alloc::Layout;
 use std::any::TypeId;
 use std::cell::RefCell;
 use std::fmt;
@@ -108,6 +109,7 @@ pub(crate) struct Vtable {
     pub(crate) begin_destroy: unsafe fn(NonNull<Header>, &DestroyCx<'_>),
     pub(crate) is_ready: unsafe fn(NonNull<Header>) -> bool,
     pub(crate) finish_destroy: unsafe fn(NonNull<Header>, &DestroyCx<'_>),
+    /// Drops the value in place (the slot's memory is released by the array).
     pub(crate) drop: unsafe fn(NonNull<Header>),
     pub(crate) type_id: fn() -> TypeId,
     pub(crate) make_default: fn() -> Option<MakeDefault>,
@@ -129,6 +131,7 @@ pub struct Class {
     path: &'static str,
     fields: &'static [FieldInfo],
     size: usize,
+    layout: Layout,
     needs_trace: bool,
     interior_mut: bool,
     has_hooks: bool,
@@ -162,9 +165,9 @@ unsafe fn finish_destroy<T: Object>(p: NonNull<Header>, cx: &DestroyCx<'_>) {
     // SAFETY: `p` heads a live `ObjBox<T>` that the sweep owns exclusively.
     unsafe { ObjBox::<T>::value_mut(p).finish_destroy(cx) }
 }
-unsafe fn drop_box<T: Object>(p: NonNull<Header>) {
-    // SAFETY: `p` came from `ObjBox::<T>::alloc` and is dropped exactly once.
-    unsafe { ObjBox::<T>::free(p) }
+unsafe fn drop_value<T: Object>(p: NonNull<Header>) {
+    // SAFETY: `p` heads a live `ObjBox<T>`, dropped exactly once (the vtable's contract).
+    unsafe { ObjBox::<T>::drop_in_place(p) }
 }
 
 impl Class {
@@ -176,6 +179,7 @@ impl Class {
             path: desc.path,
             fields: desc.fields,
             size: std::mem::size_of::<ObjBox<T>>(),
+            layout: Layout::new::<ObjBox<T>>(),
             needs_trace: T::NEEDS_TRACE,
             interior_mut: T::INTERIOR_MUT,
             has_hooks: T::HAS_HOOKS,
@@ -186,7 +190,7 @@ impl Class {
                 begin_destroy: begin_destroy::<T>,
                 is_ready: is_ready::<T>,
                 finish_destroy: finish_destroy::<T>,
-                drop: drop_box::<T>,
+                drop: drop_value::<T>,
                 type_id: TypeId::of::<T>,
                 make_default: desc.make_default,
             },
@@ -228,6 +232,11 @@ impl Class {
     /// included), not counting memory the value owns elsewhere.
     pub const fn size(&self) -> usize {
         self.size
+    }
+
+    /// The layout of an object of this class without an outer: header and value.
+    pub(crate) const fn layout(&self) -> Layout {
+        self.layout
     }
 
     /// Whether objects of this class can hold strong handles. The marker does

@@ -509,7 +509,7 @@ impl Heap {
         if let Ok(header) = self.array.header(obj, 0) {
             let event = ObjectEvent {
                 object: obj,
-                class: header.class,
+                class: header.class(),
             };
             for (_, l) in &self.listeners.create {
                 l.on_create(&event);
@@ -664,7 +664,12 @@ impl Heap {
 
     /// The class of a live object (Unreal's `GetClass`).
     pub fn class_of(&self, h: impl Into<AnyObj>) -> Option<&'static Class> {
-        Some(self.array.header(h.into(), flags::UNREACHABLE).ok()?.class)
+        Some(
+            self.array
+                .header(h.into(), flags::UNREACHABLE)
+                .ok()?
+                .class(),
+        )
     }
 
     /// The outer of a live object, if it has one that is still alive.
@@ -678,11 +683,7 @@ impl Heap {
     /// assert_eq!(heap.outer_of(c), Some(purse.any()));
     /// ```
     pub fn outer_of(&self, h: impl Into<AnyObj>) -> Option<AnyObj> {
-        let outer = self
-            .array
-            .header(h.into(), flags::UNREACHABLE)
-            .ok()?
-            .outer?;
+        let outer = self.array.outer(h.into(), flags::UNREACHABLE).ok()??;
         self.array
             .lookup(outer, flags::UNREACHABLE)
             .ok()

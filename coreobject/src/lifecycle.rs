@@ -163,6 +163,6 @@ impl<'a> DestroyCx<'a> {
         if let Some(n) = self.names.read().name_of(h.index()) {
             return Some(n.to_string());
         }
-        Some(format!("{}_{}", header.class.name(), h.index()))
+        Some(format!("{}_{}", header.class().name(), h.index()))
     }
 }

@@ -1,29 +1,78 @@
-//! The allocation behind every object: a 16-byte header, then the value.
+//! The memory behind every object: an 8-byte header, then the value; an
+//! object created with an outer carries it in the 8 bytes before the header.
 //!
 //! ```text
-//! ObjBox<T> (#[repr(C)], one allocation per object)
-//!  0..8    class  &'static Class   how to trace, destroy and drop it
-//!  8..16   outer  Option<AnyObj>   Unreal's Outer: an implicit strong reference
-//!  16..    value  T
+//! slot (from the object's size class, see array/slab.rs)
+//!  [-8..0   outer   AnyObj           only when the header's tag bit says so]
+//!  0..8     class   &'static Class   how to trace, destroy and drop it; bit 0
+//!                                    tags "has an outer"
+//!  8..      value   T
 //! ```
+//!
+//! The header keeps the class because every hot path needs it next to the
+//! value: marking dispatches `trace` through it, and a typed resolve checks
+//! it. The outer (Unreal's `Outer`, an implicit strong reference) is paid
+//! for only by the objects that have one, so an object without an outer
+//! costs 8 bytes of header instead of 16.
 //!
 //! The item in the object table points at the header. Everything that turns
 //! that pointer back into a `T` lives in this module and in the class vtable.
 
+use std::alloc::Layout;
 use std::ptr::NonNull;
 
+use crate::array::Slabs;
 use crate::class::Class;
 use crate::handle::AnyObj;
 use crate::Object;
 
-/// The common prefix of every object allocation.
+/// The common prefix of every object.
 #[repr(C)]
 pub(crate) struct Header {
-    pub(crate) class: &'static Class,
-    pub(crate) outer: Option<AnyObj>,
+    /// The class, with bit 0 set when an outer precedes the header.
+    class: NonNull<Class>,
 }
 
-const _: () = assert!(std::mem::size_of::<Header>() == 16);
+const _: () = assert!(std::mem::size_of::<Header>() == 8);
+const _: () = assert!(std::mem::size_of::<AnyObj>() == 8);
+const _: () = assert!(std::mem::align_of::<Class>() >= 2);
+
+// SAFETY: the header holds only a pointer to a `&'static Class`, which is `Sync`.
+unsafe impl Send for Header {}
+// SAFETY: as above.
+unsafe impl Sync for Header {}
+
+impl Header {
+    /// The object's class.
+    #[inline(always)]
+    pub(crate) fn class(&self) -> &'static Class {
+        let tag = self.class.as_ptr() as usize & 1;
+        // SAFETY: untagging gives back the `&'static Class` stored at creation.
+        unsafe { &*self.class.as_ptr().wrapping_byte_sub(tag) }
+    }
+
+    /// Whether an outer precedes the header.
+    #[inline(always)]
+    pub(crate) fn has_outer(&self) -> bool {
+        self.class.as_ptr() as usize & 1 != 0
+    }
+
+    /// The outer of the object `p` heads.
+    ///
+    /// # Safety
+    /// `p` is a live header, with the provenance of its whole slot (as the
+    /// item's pointer has).
+    #[inline(always)]
+    pub(crate) unsafe fn outer(p: NonNull<Header>) -> Option<AnyObj> {
+        // SAFETY: `p` is live (the caller's contract).
+        if unsafe { p.as_ref() }.has_outer() {
+            // SAFETY: the tag says `alloc` wrote an AnyObj in the 8 bytes before the header.
+            Some(unsafe { p.as_ptr().cast::<AnyObj>().sub(1).read() })
+        } else {
+            None
+        }
+    }
+}
 
 /// One object: header, then value. `#[repr(C)]` puts the header first, so a
 /// pointer to the box is a pointer to its header.
@@ -33,20 +82,60 @@ pub(crate) struct ObjBox<T> {
     value: T,
 }
 
+/// The bytes before the header of an object with an outer: the outer's 8,
+/// rounded up to the object's alignment.
+const fn prefix(layout: Layout) -> usize {
+    if layout.align() > 8 {
+        layout.align()
+    } else {
+        8
+    }
+}
+
+/// The slot layout of an object of `class`, and the header's offset in it.
+#[inline(always)]
+pub(crate) fn slot_layout(class: &Class, with_outer: bool) -> (Layout, usize) {
+    let l = class.layout();
+    if with_outer {
+        let pre = prefix(l);
+        let size = l.size() + pre;
+        // A valid layout grown by a multiple of its alignment stays valid.
+        let grown = Layout::from_size_align(size, l.align()).expect("object too large");
+        (grown, pre)
+    } else {
+        (l, 0)
+    }
+}
+
 impl<T: Object> ObjBox<T> {
-    /// Allocates a box and leaks it as a header pointer.
+    /// Moves `value` into a slot from `slabs`, returns its header.
     ///
     /// # Panics
     /// If `T::class()` was built for another type ([`Class::checked`]):
     /// every object is born here, so no object ever carries a forged class
     /// (the slot reserved for a refused object stays empty).
-    pub(crate) fn alloc(value: T, outer: Option<AnyObj>) -> NonNull<Header> {
+    #[inline]
+    pub(crate) fn alloc(slabs: &Slabs, value: T, outer: Option<AnyObj>) -> NonNull<Header> {
         let class = Class::checked::<T>();
-        let b = Box::new(ObjBox {
-            header: Header { class, outer },
-            value,
-        });
-        NonNull::from(Box::leak(b)).cast()
+        let (layout, pre) = slot_layout(class, outer.is_some());
+        let base = slabs.alloc(layout);
+        let tag = usize::from(outer.is_some());
+        let class_ptr = NonNull::from(class).as_ptr().wrapping_byte_add(tag);
+        // SAFETY: `base` is a fresh slot of `layout`: `pre` bytes (holding the outer,
+        // if any) then room for an `ObjBox<T>` at an offset that keeps its alignment.
+        unsafe {
+            let p = base.as_ptr().add(pre).cast::<ObjBox<T>>();
+            if let Some(o) = outer {
+                p.cast::<AnyObj>().sub(1).write(o);
+            }
+            p.write(ObjBox {
+                header: Header {
+                    class: NonNull::new_unchecked(class_ptr),
+                },
+                value,
+            });
+            NonNull::new_unchecked(p).cast()
+        }
     }
 
     /// Shared access to the value.
@@ -69,12 +158,25 @@ impl<T: Object> ObjBox<T> {
         unsafe { &mut (*p.cast::<ObjBox<T>>().as_ptr()).value }
     }
 
-    /// Drops the box.
+    /// Drops the value in place; the memory stays (see [`release`]).
     ///
     /// # Safety
-    /// `p` came from [`alloc`](Self::alloc) for this `T` and is not used again.
-    pub(crate) unsafe fn free(p: NonNull<Header>) {
-        // SAFETY: `p` was leaked from a `Box<ObjBox<T>>` by `alloc` and is freed once.
-        drop(unsafe { Box::from_raw(p.cast::<ObjBox<T>>().as_ptr()) })
+    /// `p` heads a live `ObjBox<T>` that nothing uses again.
+    pub(crate) unsafe fn drop_in_place(p: NonNull<Header>) {
+        // SAFETY: the caller's contract: a live ObjBox<T>, dropped exactly once.
+        unsafe { std::ptr::drop_in_place(p.cast::<ObjBox<T>>().as_ptr()) }
     }
+}
+
+/// The start of the slot whose object `p` heads, and its layout.
+///
+/// # Safety
+/// `p` is a header written by [`ObjBox::alloc`] (its value may be dropped,
+/// the header is plain data and stays readable until the slot is released).
+pub(crate) unsafe fn slot_of(p: NonNull<Header>) -> (NonNull<u8>, Layout) {
+    // SAFETY: the caller's contract: the header is readable.
+    let h = unsafe { p.as_ref() };
+    let (layout, pre) = slot_layout(h.class(), h.has_outer());
+    // SAFETY: `alloc` put the header `pre` bytes into the slot.
+    (unsafe { p.cast::<u8>().sub(pre) }, layout)
 }

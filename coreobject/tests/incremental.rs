@@ -12,7 +12,10 @@
 //!   marked as garbage), it never resolves again;
 //! * **liveness** — an object unreachable when a cycle starts is freed when
 //!   that cycle completes; one that becomes unreachable (or is marked as
-//!   garbage) during a cycle is freed when the next one completes.
+//!   garbage) during a cycle is freed when the next one completes, and so is
+//!   everything reachable from an object whose garbage mark is cleared
+//!   during a cycle (it survives that cycle, and must not hold freed
+//!   children).
 //!
 //! The mutator never links an object the model considers unreachable: a
 //! handle on the stack is not a root, so storing it would be a resurrection
@@ -71,8 +74,7 @@ struct Model {
 
 impl Model {
     fn reachable(&self) -> HashSet<u64> {
-        let mut seen = HashSet::new();
-        let mut stack: Vec<u64> = self
+        let roots: Vec<u64> = self
             .objs
             .iter()
             .filter(|(_, (_, m))| m.rooted)
@@ -80,6 +82,12 @@ impl Model {
             .chain(self.strongs.iter().map(|(id, _)| *id))
             .chain(self.held.iter().copied())
             .collect();
+        self.reachable_from(roots)
+    }
+
+    /// Everything reachable from `stack` through objects not marked as garbage.
+    fn reachable_from(&self, mut stack: Vec<u64>) -> HashSet<u64> {
+        let mut seen = HashSet::new();
         while let Some(id) = stack.pop() {
             let Some((_, m)) = self.objs.get(&id) else {
                 continue;
@@ -255,6 +263,18 @@ fn run(seed: u64, ops: usize) {
                         heap.clear_garbage(*h).unwrap();
                         mo.garbage = false;
                         mo.doomed_by = None;
+                        // During a cycle, the object is a survivor again, and
+                        // so is everything it reaches: the collector must not
+                        // leave it holding freed children. They are due by the
+                        // end of the next cycle instead (found by the seed
+                        // search: seed 16, op 1845).
+                        if in_cycle {
+                            for id in m.reachable_from(vec![a]) {
+                                if let Some(d) = &mut m.objs.get_mut(&id).unwrap().1.doomed_by {
+                                    *d = (*d).max(completed + 2);
+                                }
+                            }
+                        }
                     }
                 }
             }

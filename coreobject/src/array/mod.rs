@@ -20,6 +20,7 @@
 //!   slot.
 
 mod item;
+mod slab;
 mod table;
 
 use std::fmt;
@@ -34,10 +35,11 @@ use crate::error::{ResolveError, SerialRefusal};
 use crate::handle::{AnyObj, Obj};
 use crate::lifecycle::{guard, Caught};
 use crate::names::Names;
-use crate::object::{Header, ObjBox};
+use crate::object::{slot_of, Header, ObjBox};
 use crate::serial::{self, TagLease};
 
 pub(crate) use item::{flags, Item, RETIRED};
+pub(crate) use slab::Slabs;
 pub(crate) use table::Chunks;
 use table::Table;
 pub use table::CHUNK_SIZE;
@@ -88,6 +90,8 @@ pub(crate) struct ObjectArray {
     parked: Vec<u32>,
     /// Unreachable objects the purge has not reached yet.
     pub(crate) condemned: Condemned,
+    /// The objects' memory.
+    slabs: Slabs,
 }
 
 impl fmt::Debug for ObjectArray {
@@ -114,6 +118,7 @@ impl ObjectArray {
             retired: 0,
             parked: Vec::new(),
             condemned: Condemned::default(),
+            slabs: Slabs::default(),
         }
     }
 
@@ -259,7 +264,7 @@ impl ObjectArray {
         if self.pool.open && index < self.pool.capacity {
             f |= flags::DISREGARD;
         }
-        item.fill(ObjBox::alloc(value, outer), f, serial);
+        item.fill(ObjBox::alloc(&self.slabs, value, outer), f, serial);
         AnyObj::new(index, NonZeroU32::new(serial).expect("tag is never 0")).assume()
     }
 
@@ -315,6 +320,14 @@ impl ObjectArray {
         }
     }
 
+    /// The outer of a live object.
+    #[inline]
+    pub(crate) fn outer(&self, h: AnyObj, hidden: u32) -> Result<Option<AnyObj>, ResolveError> {
+        let p = self.lookup(h, hidden)?;
+        // SAFETY: `p` is a live header, from the item, with its slot's provenance.
+        Ok(unsafe { Header::outer(p) })
+    }
+
     /// The header of a live object.
     #[inline]
     pub(crate) fn header(&self, h: AnyObj, hidden: u32) -> Result<&Header, ResolveError> {
@@ -327,7 +340,7 @@ impl ObjectArray {
     fn typed<T: Object>(&self, h: AnyObj, hidden: u32) -> Result<NonNull<Header>, ResolveError> {
         let p = self.lookup(h, hidden)?;
         // SAFETY: `p` is a live header; reading its class is a shared read.
-        let class = unsafe { p.as_ref() }.class;
+        let class = unsafe { p.as_ref() }.class();
         if !class.is::<T>() {
             return Err(ResolveError::WrongClass {
                 handle: h,
@@ -418,9 +431,15 @@ impl ObjectArray {
         }
         // SAFETY: `p` was a live header that the slot no longer points at, so
         // this is its one and only drop.
-        let class = unsafe { p.as_ref() }.class;
+        let class = unsafe { p.as_ref() }.class();
         // SAFETY: as above; the vtable is the object's own class's.
         guard(caught, || unsafe { (class.vt.drop)(p) });
+        // SAFETY: the value is dropped (a panicking `Drop` leaves it half-dropped,
+        // but never used again), its header is intact, and nothing points at it.
+        unsafe {
+            let (slot, layout) = slot_of(p);
+            self.slabs.free(slot, layout);
+        }
         class.size()
     }
 
@@ -486,6 +505,16 @@ impl ObjectArray {
         self.retired
     }
 
+    /// Bytes of object memory held in pages.
+    pub(crate) fn page_bytes(&self) -> usize {
+        self.slabs.page_bytes()
+    }
+
+    /// Objects allocated outside the pages.
+    pub(crate) fn large_objects(&self) -> usize {
+        self.slabs.large()
+    }
+
     pub(crate) fn allocated_chunks(&self) -> usize {
         self.table.chunks.allocated_chunks()
     }
@@ -540,7 +569,7 @@ impl ObjectArray {
     pub(crate) fn class_in(&self, index: u32) -> Option<&'static Class> {
         let p = self.item(index)?.object()?;
         // SAFETY: `p` is a live header while `&self` is borrowed.
-        Some(unsafe { p.as_ref() }.class)
+        Some(unsafe { p.as_ref() }.class())
     }
 
     /// Calls `f` with every slot below `end` whose chunk exists, skipping
@@ -565,7 +594,7 @@ impl ObjectArray {
         self.for_each_allocated(self.high_water(), |_, item| {
             if let Some(p) = item.object() {
                 // SAFETY: `p` is a live header while `&self` is borrowed.
-                let c = unsafe { p.as_ref() }.class;
+                let c = unsafe { p.as_ref() }.class();
                 by.entry(c as *const Class).or_insert((c.name(), 0)).1 += 1;
             }
         });
@@ -581,6 +610,8 @@ impl ObjectArray {
         let mut caught: Caught = None;
         let mut highest: Option<u32> = (self.retired > 0).then_some(self.lease.limit);
         let tag = self.lease.tag;
+        let mut slabs = std::mem::take(&mut self.slabs);
+        let mut live = Vec::new();
         self.for_each_allocated(self.table.high_water(), |_, item| {
             let s = item.serial();
             if serial::tag(s) == tag {
@@ -590,9 +621,19 @@ impl ObjectArray {
             if let Some(p) = item.take() {
                 // SAFETY: `p` is a live header owned by this slot; it was just unlinked,
                 // so it is dropped exactly once, and no reference into the heap remains.
-                guard(&mut caught, || unsafe { (p.as_ref().class.vt.drop)(p) });
+                guard(&mut caught, || unsafe { (p.as_ref().class().vt.drop)(p) });
+                // SAFETY: the value is dropped and its header intact.
+                let (slot, layout) = unsafe { slot_of(p) };
+                if Slabs::pooled(layout) {
+                    live.push(slot);
+                } else {
+                    // SAFETY: a global-allocator slot, dropped, used no more.
+                    unsafe { slabs.free(slot, layout) };
+                }
             }
         });
+        // SAFETY: every object is dropped; `live` holds the slots of those in pages.
+        unsafe { slabs.release(live.into_iter()) };
         serial::release(self.lease, highest);
         // The tag is released once; a second call finds nothing to drop.
         self.lease.tag = 0;
@@ -633,11 +674,12 @@ impl<'h> ObjectRef<'h> {
     }
     /// Its class.
     pub fn class(&self) -> &'static Class {
-        self.header.class
+        self.header.class()
     }
     /// Its outer, if any.
     pub fn outer(&self) -> Option<AnyObj> {
-        self.header.outer
+        // SAFETY: `value` is the item's pointer to a header live for 'h.
+        unsafe { Header::outer(self.value) }
     }
     /// Whether it is in the disregard-for-GC pool.
     pub fn is_disregard(&self) -> bool {

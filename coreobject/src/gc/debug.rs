@@ -161,8 +161,13 @@ pub struct ClassMemory {
 pub struct MemoryReport {
     /// Per class, largest first.
     pub classes: Vec<ClassMemory>,
-    /// Object allocations in total.
+    /// Object allocations in total (the classes' sizes).
     pub object_bytes: usize,
+    /// Memory reserved for objects in 64 KiB pages: live slots, slots free
+    /// for reuse, and the empty pages each size class keeps.
+    pub page_bytes: usize,
+    /// Objects too large (or too aligned) for a page, allocated one by one.
+    pub large_objects: usize,
     /// The table's chunks (24 bytes a slot).
     pub table_bytes: usize,
     /// The collector's mark bitmap and work list, the free list and the
@@ -183,6 +188,7 @@ impl fmt::Display for MemoryReport {
             "{:<28} {:>10} {:>14}",
             "(objects)", "", self.object_bytes
         )?;
+        writeln!(f, "{:<28} {:>10} {:>14}", "(pages)", "", self.page_bytes)?;
         writeln!(f, "{:<28} {:>10} {:>14}", "(table)", "", self.table_bytes)?;
         writeln!(
             f,
@@ -214,7 +220,7 @@ impl Reports<'_> {
         if let Some(o) = self.array.slot(self.names, index) {
             let p = o.header_ptr();
             // SAFETY: `p` is a live header of its own class; `&self` keeps it alive.
-            unsafe { (p.as_ref().class.vt.trace_dyn)(p, &mut e) };
+            unsafe { (p.as_ref().class().vt.trace_dyn)(p, &mut e) };
             if let Some(outer) = o.outer() {
                 e.0.push(outer);
             }
@@ -234,7 +240,7 @@ impl Reports<'_> {
         if let Some(o) = self.array.slot(self.names, index) {
             let p = o.header_ptr();
             // SAFETY: as in `edges_of`.
-            unsafe { (p.as_ref().class.vt.trace_dyn)(p, &mut paths) };
+            unsafe { (p.as_ref().class().vt.trace_dyn)(p, &mut paths) };
             has_outer = o.outer().is_some();
         }
         let fields = paths.out.len();
@@ -395,6 +401,8 @@ impl Reports<'_> {
         MemoryReport {
             object_bytes: classes.iter().map(|c| c.bytes).sum(),
             classes,
+            page_bytes: self.array.page_bytes(),
+            large_objects: self.array.large_objects(),
             table_bytes: self.array.allocated_chunks()
                 * CHUNK_SIZE as usize
                 * std::mem::size_of::<Item>(),

@@ -200,12 +200,15 @@ impl<'a> Marker<'a> {
         // SAFETY: `p` is a live header (validated when popped, or a pool object),
         // and the collection holds `&mut Heap`, so nothing mutates or frees it.
         let h = unsafe { p.as_ref() };
-        if h.class.needs_trace() {
+        if h.class().needs_trace() {
             // SAFETY: the vtable belongs to the header's own class.
-            unsafe { (h.class.vt.trace_mark)(p, self) }
+            unsafe { (h.class().vt.trace_mark)(p, self) }
         }
-        if let Some(o) = h.outer {
-            self.visit(o);
+        if h.has_outer() {
+            // SAFETY: as above; `p` is the item's pointer, with its slot's provenance.
+            if let Some(o) = unsafe { Header::outer(p) } {
+                self.visit(o);
+            }
         }
         if key != 0 {
             self.visit_inners(key);
@@ -227,9 +230,9 @@ impl<'a> Marker<'a> {
     fn prefetch_refs(p: NonNull<Header>) {
         // SAFETY: as in `scan`.
         let h = unsafe { p.as_ref() };
-        if h.class.needs_trace() {
+        if h.class().needs_trace() {
             // SAFETY: the vtable belongs to the header's own class.
-            unsafe { (h.class.vt.prefetch)(p) }
+            unsafe { (h.class().vt.prefetch)(p) }
         }
     }
 

@@ -144,7 +144,7 @@ impl Collector {
                             // SAFETY: `p` is live and of its header's class; the purge
                             // holds the heap exclusively, and `cx` never hands out `this`.
                             guard(caught, || unsafe {
-                                (p.as_ref().class.vt.begin_destroy)(p, &cx)
+                                (p.as_ref().class().vt.begin_destroy)(p, &cx)
                             });
                             pending.push(Pending {
                                 index: i,
@@ -309,7 +309,7 @@ fn poll(
     guard(caught, || {
         // SAFETY: `ptr` is live and of its header's class; the purge holds the
         // heap exclusively.
-        ready = unsafe { (ptr.as_ref().class.vt.is_ready)(ptr) }
+        ready = unsafe { (ptr.as_ref().class().vt.is_ready)(ptr) }
     });
     if !ready && !p.warned && p.since.elapsed() >= timeout {
         p.warned = true;
@@ -330,7 +330,7 @@ fn finish(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) {
     let cx = DestroyCx::new(array, stage.names, handle_of(item, index));
     // SAFETY: as in `poll`; `cx` never hands out the object being finished.
     guard(caught, || unsafe {
-        (ptr.as_ref().class.vt.finish_destroy)(ptr, &cx)
+        (ptr.as_ref().class().vt.finish_destroy)(ptr, &cx)
     });
     item.set(flags::FINISHED);
 }
@@ -342,14 +342,14 @@ fn free_one(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) -> usize {
     let this = handle_of(item, index);
     // (its outer, whether it is an outer), read before the slot is emptied.
     let links = (!stage.inners.is_empty()).then(|| {
-        let header = stage.array.header(this, 0).expect("freeing a live object");
-        (header.outer, item.flags() & flags::OUTER != 0)
+        let outer = stage.array.outer(this, 0).expect("freeing a live object");
+        (outer, item.flags() & flags::OUTER != 0)
     });
     if !stage.listeners.delete.is_empty() {
         let header = stage.array.header(this, 0).expect("freeing a live object");
         let event = ObjectEvent {
             object: this,
-            class: header.class,
+            class: header.class(),
         };
         for (_, l) in stage.listeners.delete.iter().rev() {
             guard(caught, || l.on_delete(&event));
