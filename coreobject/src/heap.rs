@@ -375,6 +375,7 @@ impl Heap {
         };
         let h = self.publish_quiet(index, value, outer);
         names.insert(h.any(), outer, name);
+        self.array.at(h.index()).set(flags::NAMED);
         drop(names);
         self.notify_create(h.any());
         Ok(h)
@@ -1081,6 +1082,7 @@ impl Heap {
         let h = self.publish_quiet(index, value, None);
         self.array.at(h.index()).set(flags::DEFAULT_OBJECT);
         names.insert(h.any(), None, &name);
+        self.array.at(h.index()).set(flags::NAMED);
         drop(names);
         self.add_to_root(h).expect("a fresh object is alive");
         map.insert(key, h.any());

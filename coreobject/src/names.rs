@@ -101,10 +101,6 @@ impl Names {
             }
         }
     }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.by_index.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -133,7 +129,7 @@ mod tests {
             "empty outer dropped"
         );
         n.remove(2);
-        assert!(n.is_empty());
+        assert!(n.by_index.is_empty());
         n.remove(2); // removing twice is harmless
     }
 

@@ -53,6 +53,8 @@ pub(crate) mod flags {
     /// Objects were created with this one as their outer: it has an entry
     /// in the outer → inners index (so objects without one never probe it).
     pub const OUTER: u32 = 1 << 10;
+    /// Has a name in the names index (so unnamed objects never probe it).
+    pub const NAMED: u32 = 1 << 11;
     /// Hidden from `get`: garbage or being destroyed.
     pub const DEAD: u32 = GARBAGE | UNREACHABLE;
 }

@@ -214,6 +214,8 @@ pub(crate) struct Collector {
     interior: Mutex<Vec<u32>>,
     /// Objects waiting for `is_ready_for_finish_destroy` (classes with hooks only).
     pending: Vec<Pending>,
+    /// When the collector was made: pending objects note their wait from it.
+    epoch: std::time::Instant,
     /// The previous root-candidate list, kept for its buffer.
     roots_scratch: Vec<u32>,
     bytes_since_gc: AtomicUsize,
@@ -240,6 +242,7 @@ impl Collector {
             greyed: Mutex::new(Vec::new()),
             interior: Mutex::new(Vec::new()),
             pending: Vec::new(),
+            epoch: std::time::Instant::now(),
             roots_scratch: Vec::new(),
             bytes_since_gc: AtomicUsize::new(0),
             survivors: 0,

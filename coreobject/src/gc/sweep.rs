@@ -25,7 +25,7 @@
 //! [`lifecycle`](crate::lifecycle).
 
 use std::num::NonZeroU32;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::budget::Budget;
 use super::{Collector, Cycle, Stage, Step};
@@ -36,11 +36,23 @@ use crate::listener::ObjectEvent;
 use crate::trace::prefetch_line;
 
 /// An object with destruction hooks, waiting for `is_ready_for_finish_destroy`.
-#[derive(Debug)]
+/// Eight bytes: its slot, and when it started waiting, in milliseconds
+/// since the collector's epoch ([`WARNED`] once it has been warned about).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Pending {
     index: u32,
-    since: Instant,
-    warned: bool,
+    since_ms: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Pending>() == 8);
+
+/// `Pending::since_ms` of an object already warned about.
+const WARNED: u32 = u32::MAX;
+
+/// Milliseconds from `epoch` to `t`, saturating below [`WARNED`].
+fn millis(epoch: Instant, t: Instant) -> u32 {
+    let ms = t.saturating_duration_since(epoch).as_millis();
+    ms.min(u128::from(WARNED - 1)) as u32
 }
 
 /// Counts from one destruction pass.
@@ -123,6 +135,7 @@ impl Collector {
                 Step::Sweep(start) => {
                     let array = &*stage.array;
                     let names = &*stage.names;
+                    let epoch = self.epoch;
                     let pending = &mut self.pending;
                     let stats = &mut cycle.stats;
                     let resume = walk_zeros(&array.condemned.marks, start, to, budget, |i| {
@@ -148,8 +161,7 @@ impl Collector {
                             });
                             pending.push(Pending {
                                 index: i,
-                                since: ts,
-                                warned: false,
+                                since_ms: millis(epoch, ts),
                             });
                             return Cost::Costly;
                         }
@@ -177,10 +189,10 @@ impl Collector {
                     while k < self.pending.len() {
                         let p = &mut self.pending[k];
                         k += 1;
-                        if poll(stage, p, timeout, caught) {
+                        if poll(stage, p, self.epoch, timeout, caught) {
                             cycle.ready.push(p.index);
                         } else {
-                            cycle.waiting.push(Pending { ..*p });
+                            cycle.waiting.push(*p);
                         }
                         if budget.spend_costly() {
                             cycle.step = Step::Poll(k);
@@ -276,7 +288,7 @@ impl Collector {
         let mut ready = Vec::new();
         let mut pending = std::mem::take(&mut self.pending);
         pending.retain_mut(|p| {
-            let done = poll(stage, p, timeout, caught);
+            let done = poll(stage, p, self.epoch, timeout, caught);
             if done {
                 ready.push(p.index);
             }
@@ -300,7 +312,8 @@ impl Collector {
 fn poll(
     stage: &mut Stage<'_>,
     p: &mut Pending,
-    timeout: std::time::Duration,
+    epoch: Instant,
+    timeout: Duration,
     caught: &mut Caught,
 ) -> bool {
     let item = stage.array.at(p.index);
@@ -311,13 +324,16 @@ fn poll(
         // heap exclusively.
         ready = unsafe { (ptr.as_ref().class().vt.is_ready)(ptr) }
     });
-    if !ready && !p.warned && p.since.elapsed() >= timeout {
-        p.warned = true;
-        tracing::warn!(
-            object = ?handle_of(item, p.index),
-            waited = ?p.since.elapsed(),
-            "object is still not ready for finish_destroy"
-        );
+    if !ready && p.since_ms != WARNED {
+        let waited = Duration::from_millis(u64::from(millis(epoch, Instant::now()) - p.since_ms));
+        if waited >= timeout {
+            p.since_ms = WARNED;
+            tracing::warn!(
+                object = ?handle_of(item, p.index),
+                ?waited,
+                "object is still not ready for finish_destroy"
+            );
+        }
     }
     ready
 }
@@ -355,9 +371,8 @@ fn free_one(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) -> usize {
             guard(caught, || l.on_delete(&event));
         }
     }
-    let names = stage.names.get_mut();
-    if !names.is_empty() {
-        names.remove(index);
+    if item.flags() & flags::NAMED != 0 {
+        stage.names.get_mut().remove(index);
     }
     let bytes = stage.array.free(index, caught);
     if let Some((outer, is_outer)) = links {
