@@ -52,6 +52,7 @@ mod harness;
 mod incremental;
 mod micro;
 mod report;
+mod scale;
 mod tally;
 mod trees;
 mod weak;
@@ -130,6 +131,18 @@ enum Workload {
     Micro(MicroArgs),
     /// Every workload with its defaults (`all --quick`: the CI smoke run).
     All,
+    /// coreobject alone, from 1M to 50M objects: build, a collection that
+    /// frees none and one that frees most, time and RSS per object. Not part
+    /// of `all`.
+    Scale(ScaleArgs),
+}
+
+#[derive(Args, Debug, Default)]
+struct ScaleArgs {
+    /// Comma-separated object counts [default: 1000000,10000000,50000000;
+    /// --quick: 100000,400000].
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -488,6 +501,7 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
         Workload::Weak(a) => one(run_weak(settings, quick, a)),
         Workload::BinaryTrees(a) => one(run_trees(settings, quick, a)),
         Workload::Micro(a) => run_micro(settings, quick, a),
+        Workload::Scale(_) => Err("scale runs outside the peer harness".into()),
         Workload::All => {
             let mut all = one(run_world(settings, quick, &WorldArgs::default()))?;
             all.extend(one(run_weak(settings, quick, &WeakArgs::default()))?);
@@ -605,6 +619,27 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         }
+    }
+    if let Workload::Scale(a) = &cli.workload {
+        let sizes = if !a.sizes.is_empty() {
+            a.sizes.clone()
+        } else if c.quick {
+            vec![100_000, 400_000]
+        } else {
+            vec![1_000_000, 10_000_000, 50_000_000]
+        };
+        let result = if c.worker {
+            scale::measure(sizes[0]).map(|v| println!("SCALE {v}"))
+        } else {
+            scale::run(&sizes, c.reps.unwrap_or(3).max(1))
+        };
+        return match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let incremental_only = matches!(cli.workload, Workload::Incremental(_));
     let peers: Vec<Peer> = Peer::ALL

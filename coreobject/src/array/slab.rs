@@ -7,7 +7,7 @@
 //! A block from the global allocator costs its own header (8 bytes with
 //! glibc) and rounding to 16, and freeing a million of them walks the
 //! allocator's bins one by one (`free`, `malloc_consolidate`). A slot in a
-//! page costs its size, rounded to 16, and freeing it pushes it on its page's
+//! page costs its size, rounded to 8, and freeing it pushes it on its page's
 //! list.
 //!
 //! # Layout
@@ -15,12 +15,12 @@
 //! ```text
 //! page (64 KiB, aligned to 64 KiB)
 //!  0..64        PageHead   free list, room-list links, live count, bump offset
-//!  64..         slot, slot, slot, …   (all of one size, a multiple of 16)
+//!  64..         slot, slot, slot, …   (all of one size, a multiple of 8)
 //! ```
 //!
 //! The page of a slot is its address rounded down to 64 KiB, so freeing
-//! needs no lookup. Slots are 16-aligned; objects that need more, or are
-//! larger than [`MAX_SLOT`], come from the global allocator as before.
+//! needs no lookup. Objects aligned to more than 16, or larger than
+//! [`MAX_SLOT`], come from the global allocator as before.
 //!
 //! # Rules
 //!
@@ -47,8 +47,13 @@ use parking_lot::Mutex;
 /// boundaries at miri-sized counts.
 pub(crate) const PAGE: usize = if cfg!(miri) { 4096 } else { 64 * 1024 };
 
-/// Slot sizes are multiples of this, and slots are aligned to it.
-const GRAIN: usize = 16;
+/// Slot sizes are multiples of this. A slot's address is a multiple of the
+/// largest power of two dividing its size (pages start 64-aligned), so an
+/// object aligned to 16 (whose size is a multiple of 16) lands aligned.
+const GRAIN: usize = 8;
+
+/// The largest alignment a pooled object may need.
+const MAX_ALIGN: usize = 16;
 
 /// Where the first slot of a page starts (the head, rounded to a cache line).
 const FIRST: usize = 64;
@@ -256,7 +261,7 @@ impl std::fmt::Debug for Slabs {
 /// The size class of a pooled layout, or `None` for the global allocator.
 #[inline(always)]
 fn class_of(layout: Layout) -> Option<usize> {
-    if layout.size() <= MAX_SLOT && layout.align() <= GRAIN && layout.size() > 0 {
+    if layout.size() <= MAX_SLOT && layout.align() <= MAX_ALIGN && layout.size() > 0 {
         Some((layout.size() - 1) / GRAIN)
     } else {
         None
@@ -401,15 +406,132 @@ mod tests {
         let mut s = Slabs::default();
         let big = Layout::from_size_align(MAX_SLOT + 1, 8).unwrap();
         let wide = Layout::from_size_align(64, 64).unwrap();
+        // Aligned to 16: pooled, and every slot lands aligned.
+        let sixteen = Layout::from_size_align(48, 16).unwrap();
+        let ps: Vec<_> = (0..200).map(|_| s.alloc(sixteen)).collect();
+        assert!(ps.iter().all(|p| p.as_ptr() as usize % 16 == 0));
+        for p in ps {
+            // SAFETY: each came from `s` with this layout.
+            unsafe { s.free(p, sixteen) };
+        }
         assert!(!Slabs::pooled(big) && !Slabs::pooled(wide));
+        let pages = s.page_bytes();
+        assert!(pages <= KEEP_EMPTY * PAGE, "empty pages beyond the keep");
         let (a, b) = (s.alloc(big), s.alloc(wide));
         assert_eq!(b.as_ptr() as usize % 64, 0);
-        assert_eq!((s.large(), s.page_bytes()), (2, 0));
+        assert_eq!((s.large(), s.page_bytes()), (2, pages));
         // SAFETY: both came from `s` with these layouts.
         unsafe {
             s.free(a, big);
             s.free(b, wide);
         }
         assert_eq!(s.large(), 0);
+    }
+
+    /// Random allocations and frees of a few layouts against a model (the
+    /// set of live blocks): blocks never overlap, each keeps the bytes
+    /// written into it until freed, and pages hold no more than the live
+    /// slots need plus the empty pages each size class may keep.
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        const LAYOUTS: [(usize, usize); 5] =
+            [(8, 8), (40, 8), (48, 16), (200, 8), (MAX_SLOT + 8, 8)];
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Alloc(usize),
+            Free(usize),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                3 => (0..LAYOUTS.len()).prop_map(Op::Alloc),
+                2 => any::<usize>().prop_map(Op::Free),
+            ]
+        }
+
+        fn run(ops: &[Op]) -> Result<(), TestCaseError> {
+            let mut s = Slabs::default();
+            let mut live: Vec<(NonNull<u8>, Layout, u8)> = Vec::new();
+            for (n, op) in ops.iter().enumerate() {
+                match *op {
+                    Op::Alloc(k) => {
+                        let (size, align) = LAYOUTS[k];
+                        let l = Layout::from_size_align(size, align).unwrap();
+                        let p = s.alloc(l);
+                        prop_assert_eq!(p.as_ptr() as usize % align, 0);
+                        let (a, b) = (p.as_ptr() as usize, p.as_ptr() as usize + size);
+                        for &(q, m, _) in &live {
+                            let (c, d) = (q.as_ptr() as usize, q.as_ptr() as usize + m.size());
+                            prop_assert!(b <= c || d <= a, "overlap");
+                        }
+                        let tag = n as u8;
+                        // SAFETY: `p` is a fresh block of `size` bytes.
+                        unsafe { p.as_ptr().write_bytes(tag, size) };
+                        live.push((p, l, tag));
+                    }
+                    Op::Free(i) if !live.is_empty() => {
+                        let (p, l, tag) = live.swap_remove(i % live.len());
+                        // SAFETY: `p` is live, of `l.size()` bytes.
+                        let bytes = unsafe { std::slice::from_raw_parts(p.as_ptr(), l.size()) };
+                        prop_assert!(bytes.iter().all(|&b| b == tag), "block changed");
+                        // SAFETY: `p` came from `s` with `l`, and is freed once.
+                        unsafe { s.free(p, l) };
+                    }
+                    Op::Free(_) => {}
+                }
+                // Every page holding a live slot exists; at most KEEP_EMPTY
+                // more (empty ones) per size class.
+                for &(size, align) in &LAYOUTS {
+                    let l = Layout::from_size_align(size, align).unwrap();
+                    let Some(c) = class_of(l) else { continue };
+                    let mut used: Vec<usize> = live
+                        .iter()
+                        .filter(|(_, m, _)| class_of(*m) == Some(c))
+                        .map(|(p, _, _)| page_of(p.as_ptr()) as usize)
+                        .collect();
+                    used.sort_unstable();
+                    used.dedup();
+                    let pages = s.classes[c].lock().pages;
+                    prop_assert!(
+                        pages >= used.len() && pages <= used.len() + KEEP_EMPTY,
+                        "class {}: {} pages for {} in use",
+                        c,
+                        pages,
+                        used.len()
+                    );
+                }
+                let large = live.iter().filter(|(_, l, _)| !Slabs::pooled(*l)).count();
+                prop_assert_eq!(s.large(), large);
+            }
+            for (p, l, _) in live.iter().filter(|(_, l, _)| !Slabs::pooled(*l)) {
+                // SAFETY: a live global-allocator block of `s`, freed once.
+                unsafe { s.free(*p, *l) };
+            }
+            let pooled: Vec<_> = live
+                .iter()
+                .filter(|(_, l, _)| Slabs::pooled(*l))
+                .map(|x| x.0)
+                .collect();
+            // SAFETY: no block holds an object; these are the live pooled ones.
+            unsafe { s.release(pooled.into_iter()) };
+            prop_assert_eq!(s.page_bytes(), 0);
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(if cfg!(miri) {
+                ProptestConfig { cases: 4, failure_persistence: None, ..ProptestConfig::default() }
+            } else {
+                ProptestConfig { cases: 64, ..ProptestConfig::default() }
+            })]
+
+            #[test]
+            fn slabs_match_the_model(ops in prop::collection::vec(op(), 1..if cfg!(miri) { 150 } else { 2000 })) {
+                run(&ops)?;
+            }
+        }
     }
 }
