@@ -279,6 +279,27 @@ impl Default for Slabs {
     }
 }
 
+impl Drop for Slabs {
+    /// Returns the empty pages (those [`release`](Self::release) has not
+    /// taken already). Pages holding objects are the array's to release.
+    fn drop(&mut self) {
+        for slab in self.classes.iter_mut() {
+            let slab = slab.get_mut();
+            let mut p = slab.room;
+            while !p.is_null() {
+                // SAFETY: `p` is a live page of this slab.
+                let (next, live) = unsafe { ((*p).next, (*p).live) };
+                if live == 0 {
+                    slab.unlink(p);
+                    // SAFETY: an empty page from `new_page`, now off the list.
+                    unsafe { dealloc(p.cast(), page_layout()) };
+                }
+                p = next;
+            }
+        }
+    }
+}
+
 impl Slabs {
     /// Memory for one object of `layout`. Thread-safe.
     #[inline]
