@@ -306,6 +306,10 @@ fn foreign_handles_are_reported_and_never_resolve() {
 /// resolves the old handles. (With the tag shared, the new heap cannot tell
 /// the handle came from elsewhere: it reports `Stale`.)
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "walks the ring of 1,023 tags, a heap each: minutes under miri"
+)]
 fn old_handles_never_resolve_after_their_tag_is_reused() {
     let mut a = Heap::with_config(narrow(4)).unwrap();
     let tag = a.tag();
@@ -366,6 +370,10 @@ fn old_handles_never_resolve_after_their_tag_is_reused() {
 /// and later heaps must still be able to take it. (1,100 heaps: more than
 /// there are tags. Each allocates a 64K-item chunk, hence not more.)
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "1,100 heaps, more than there are tags: the count is the point, and takes miri minutes"
+)]
 fn heaps_can_be_created_and_dropped_indefinitely() {
     let mut kept_alive = Vec::new();
     for n in 0..1_100u32 {
