@@ -23,11 +23,14 @@ struct Item {
 }
 
 const THREADS: u32 = 4;
-/// Objects each thread creates per round (fewer under miri).
-const PER_THREAD: u32 = if cfg!(miri) { 20 } else { 4_000 };
+const PER_THREAD: u32 = 4_000;
 const ROUNDS: u32 = 5;
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "the threads contend on parking_lot locks (roots, names), whose contended path casts integers to pointers (rejected by -Zmiri-strict-provenance); unsafe_core races creation without them"
+)]
 fn concurrent_creation_with_frees_between_rounds() {
     let mut heap = Heap::new();
     let mut live: Vec<Obj<Item>> = Vec::new();
