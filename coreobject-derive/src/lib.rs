@@ -169,6 +169,15 @@ fn needs_trace<'a>(fields: impl Iterator<Item = &'a Field>) -> TokenStream2 {
     quote!(false #(|| #terms)*)
 }
 
+/// `false || <A as Trace>::INTERIOR_MUT || …` over the traced fields.
+fn interior_mut<'a>(fields: impl Iterator<Item = &'a Field>) -> TokenStream2 {
+    let terms = fields.filter(|f| !f.skip).map(|f| {
+        let ty = &f.ty;
+        quote_spanned!(ty.span()=> <#ty as ::coreobject::Trace>::INTERIOR_MUT)
+    });
+    quote!(false #(|| #terms)*)
+}
+
 /// The statements that trace a list of fields.
 fn trace_fields(fields: &[Field]) -> TokenStream2 {
     let stmts = fields.iter().filter(|f| !f.skip).map(|f| {
@@ -315,6 +324,7 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
         };
 
     let mut needs = needs_trace(fields.iter());
+    let interior = interior_mut(fields.iter());
     let mut body = body;
     if let Some(f) = &opts.trace_with {
         needs = quote!(true);
@@ -346,6 +356,7 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
     let trace_impl = quote! {
         impl #impl_g ::coreobject::Trace for #ident #ty_g #where_c {
             const NEEDS_TRACE: bool = #needs;
+            const INTERIOR_MUT: bool = #interior;
             #[inline]
             #[allow(unused_variables)]
             fn trace<__V: ::coreobject::Visitor + ?::core::marker::Sized>(&self, __v: &mut __V) {

@@ -130,6 +130,7 @@ pub struct Class {
     fields: &'static [FieldInfo],
     size: usize,
     needs_trace: bool,
+    interior_mut: bool,
     has_hooks: bool,
     pub(crate) vt: Vtable,
 }
@@ -176,6 +177,7 @@ impl Class {
             fields: desc.fields,
             size: std::mem::size_of::<ObjBox<T>>(),
             needs_trace: T::NEEDS_TRACE,
+            interior_mut: T::INTERIOR_MUT,
             has_hooks: T::HAS_HOOKS,
             vt: Vtable {
                 trace_mark: trace_mark::<T>,
@@ -232,6 +234,12 @@ impl Class {
     /// not look inside objects whose class holds none.
     pub const fn needs_trace(&self) -> bool {
         self.needs_trace
+    }
+
+    /// Whether handles inside objects of this class can change through a
+    /// shared reference ([`Trace::INTERIOR_MUT`]).
+    pub const fn interior_mut(&self) -> bool {
+        self.interior_mut
     }
 
     /// Whether objects of this class have destruction hooks

@@ -98,6 +98,40 @@ pub struct GcConfig {
     /// Warn (through `tracing`) when an object has waited this long for
     /// `is_ready_for_finish_destroy`.
     pub finish_destroy_timeout: Duration,
+    /// Which way the outer reference keeps objects alive.
+    ///
+    /// * `false` (the default, Unreal 5's rule): an **inner keeps its
+    ///   outer** alive, as if the outer were one more field of the inner. An
+    ///   outer alone does not keep its inners: one reachable from nothing
+    ///   else is freed (and outlives its outer if it is reachable, the
+    ///   inner's [`Heap::outer_of`](crate::Heap::outer_of) then answering
+    ///   `None`).
+    /// * `true` (seed 001's rule, whose mark loop marks every object whose
+    ///   outer is the one being traced): an **outer keeps its inners** alive
+    ///   *as well*; inners still keep their outer. So an object reachable
+    ///   from a root keeps its whole outer tree alive (its outers, their
+    ///   inners, theirs, …) unless parts of it are marked as garbage.
+    ///
+    /// Inners are found through an outer → inners index kept at creation and
+    /// free, never by scanning the table; with `false`, marking pays one
+    /// predictable branch per object for the option. A change takes effect
+    /// at the next cycle.
+    ///
+    /// ```
+    /// use coreobject::{GcConfig, Heap, HeapConfig, Object};
+    /// #[derive(Object, Default)]
+    /// struct Package;
+    /// let gc = GcConfig { outer_keeps_inners: true, ..GcConfig::MANUAL };
+    /// let mut heap = Heap::with_config(HeapConfig { gc, ..HeapConfig::DEFAULT }).unwrap();
+    /// let pkg = heap.spawn(Package).root().create().unwrap();
+    /// let asset = heap.spawn(Package).outer(pkg).create().unwrap();
+    /// heap.collect().unwrap();
+    /// assert!(heap.contains(asset), "kept by its outer");
+    /// heap.gc_config_mut().outer_keeps_inners = false;
+    /// heap.collect().unwrap();
+    /// assert!(!heap.contains(asset), "an outer alone keeps no inner");
+    /// ```
+    pub outer_keeps_inners: bool,
 }
 
 impl GcConfig {
@@ -112,6 +146,7 @@ impl GcConfig {
         incremental: None,
         incremental_debt: Some(1.0),
         finish_destroy_timeout: Duration::from_secs(5),
+        outer_keeps_inners: false,
     };
 
     /// Collect only when asked.

@@ -70,6 +70,26 @@ pub enum PoolError {
     CreateAtWhileOpen,
 }
 
+/// Why [`Heap::create_at_with_serial`](crate::Heap::create_at_with_serial)
+/// refused a serial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SerialRefusal {
+    /// The serial's heap tag is not this heap's.
+    #[error("its heap tag is not this heap's")]
+    OtherHeap,
+    /// The generation lies outside the range this heap issues.
+    #[error("its generation lies outside the range this heap issues")]
+    OutOfRange,
+    /// The slot is retired: its generations ran out.
+    #[error("the slot is retired: its generations ran out")]
+    Retired,
+    /// Older than the slot's last occupant: handles to a later occupant
+    /// would resolve to the new object.
+    #[error("it is older than the slot's last occupant: handles to a later occupant would resolve to the new object")]
+    Older,
+}
+
 /// A [`HeapConfig`](crate::HeapConfig) value out of range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -121,6 +141,18 @@ pub enum Error {
         index: u32,
         /// The cap.
         cap: u32,
+    },
+    /// `create_at_with_serial` named a serial this heap could not have
+    /// issued for that slot, or one that a handle to another object could
+    /// confuse with the new object.
+    #[error("serial {serial:#x} refused for index {index}: {reason}")]
+    SerialRefused {
+        /// The index asked for.
+        index: u32,
+        /// The serial asked for.
+        serial: u32,
+        /// Why.
+        reason: SerialRefusal,
     },
     /// Another object with this outer already has this name.
     #[error("an object named {name:?} already exists under that outer")]

@@ -24,7 +24,6 @@ use std::marker::PhantomData;
 use std::num::NonZeroU32;
 
 use crate::serial;
-use crate::trace::{RefKind, Trace, Visitor};
 
 /// An untyped strong handle: Unreal's `UObject*`, but checked.
 ///
@@ -291,22 +290,6 @@ impl<T> Weak<T> {
             _t: PhantomData,
         }
     }
-}
-
-impl<T> Trace for Obj<T> {
-    const NEEDS_TRACE: bool = true;
-    const KIND: RefKind = RefKind::Strong;
-    #[inline(always)]
-    fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
-        v.visit(self.raw)
-    }
-}
-
-impl<T> Trace for Weak<T> {
-    const NEEDS_TRACE: bool = false;
-    const KIND: RefKind = RefKind::Weak;
-    #[inline(always)]
-    fn trace<V: Visitor + ?Sized>(&self, _v: &mut V) {}
 }
 
 /// Anything that names an object: [`Obj`], [`Weak`], [`AnyObj`] or a

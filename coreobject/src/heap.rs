@@ -10,10 +10,11 @@ use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::{Index, IndexMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::array::{flags, ObjectArray, ObjectRef, Pool};
 use crate::class::{Building, Class, Object};
@@ -22,6 +23,7 @@ use crate::error::{CapReport, ConfigError, Error, PoolError, ResolveError};
 use crate::gc::debug::{MemoryReport, RefChain, Reports};
 use crate::gc::{CollectStats, Collector, GcTotals, Phase, PreCollect, Stage, Tick, Trigger};
 use crate::handle::{AnyObj, Handle, Obj, Weak};
+use crate::inners::Inners;
 use crate::lifecycle::Caught;
 use crate::listener::{CreateListener, DeleteListener, HookId, Listeners, ObjectEvent};
 use crate::names::Names;
@@ -50,6 +52,13 @@ pub struct Heap {
     array: ObjectArray,
     config: HeapConfig,
     names: RwLock<Names>,
+    /// The outer → inners index (objects created with an outer only), built
+    /// on first need (`for_each_with_outer`, or a cycle with
+    /// `GcConfig::outer_keeps_inners`) and kept from then on, so that programs
+    /// that use neither pay nothing at creation or free.
+    inners: Mutex<Inners>,
+    /// Whether the index is built and kept.
+    inners_on: AtomicBool,
     listeners: Listeners,
     referencers: Vec<(HookId, Arc<dyn Referencer>)>,
     defaults: RwLock<HashMap<TypeId, AnyObj>>,
@@ -177,7 +186,9 @@ pub struct Spawn<'h, T: Object> {
 }
 
 impl<'h, T: Object> Spawn<'h, T> {
-    /// Sets the outer (the object this one lives in; it keeps the outer alive).
+    /// Sets the outer (the object this one lives in). The new object keeps
+    /// its outer alive; with [`GcConfig::outer_keeps_inners`] the outer keeps
+    /// it alive too.
     pub fn outer(mut self, outer: impl Into<AnyObj>) -> Self {
         self.outer = Some(outer.into());
         self
@@ -236,7 +247,9 @@ impl Heap {
             return Err(ConfigError::PoolSize.into());
         }
         config.gc.validate()?;
-        let lease = serial::acquire(config.generation_bits)?;
+        let lease = serial::acquire(config.generation_bits).ok_or(Error::TooManyHeaps {
+            live_limit: serial::LIVE_LIMIT,
+        })?;
         Ok(Heap {
             array: ObjectArray::new(
                 config.max_objects,
@@ -245,6 +258,8 @@ impl Heap {
                 lease,
             ),
             names: RwLock::new(Names::default()),
+            inners: Mutex::new(Inners::default()),
+            inners_on: AtomicBool::new(false),
             listeners: Listeners::default(),
             referencers: Vec::new(),
             defaults: RwLock::new(HashMap::new()),
@@ -366,7 +381,11 @@ impl Heap {
     }
 
     /// Creates an object at a chosen free index (Unreal's
-    /// `AlreadyAllocatedIndex`, for undo/redo or replication).
+    /// `AlreadyAllocatedIndex`, for undo/redo or replication). Indices
+    /// skipped past the high water become free: they are not objects, and
+    /// cost neither memory per index nor a chunk until one is handed out.
+    /// O(1) amortized. See also
+    /// [`create_at_with_serial`](Self::create_at_with_serial).
     ///
     /// ```
     /// use coreobject::{Error, Heap, Object};
@@ -385,6 +404,49 @@ impl Heap {
         Ok(self.publish(index, value, None))
     }
 
+    /// Creates an object at a chosen free index with a chosen serial
+    /// (Unreal's `AllocateUObjectIndex` with an `AlreadyAllocatedIndex` and
+    /// a `SerialNumber`), for undo and replication: handles that named the
+    /// slot's last occupant, or an object elsewhere, resolve to the new one.
+    ///
+    /// A slot's generation only moves forward, and a free slot's current
+    /// serial is the next one to issue. Accepted are the serial of the slot's
+    /// last occupant (undo), a serial of this heap's tag the slot never issued
+    /// (a newer generation, up to the heap's limit), and, for a slot never
+    /// used, any generation of this heap. Refused with
+    /// [`Error::SerialRefused`]: another heap's tag, a generation outside this
+    /// heap's range, a retired slot, and a generation older than the last
+    /// occupant's (handles to a later occupant would resolve to the new
+    /// object). A taken index is refused with [`Error::IndexTaken`]. Once
+    /// the object is freed, its slot moves past `serial` as usual.
+    ///
+    /// ```
+    /// use coreobject::{Error, Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Prop(u32);
+    /// let mut heap = Heap::new();
+    /// let old = heap.create(Prop(1));
+    /// heap.collect().unwrap(); // unrooted: freed
+    /// assert!(heap.get(old).is_none());
+    /// let back = heap.create_at_with_serial(old.index(), old.serial(), Prop(2)).unwrap();
+    /// assert_eq!(back, old);
+    /// assert_eq!(heap[old].0, 2);
+    /// let err = heap.create_at_with_serial(old.index(), old.serial(), Prop(3));
+    /// assert_eq!(err, Err(Error::IndexTaken(old.index())));
+    /// ```
+    pub fn create_at_with_serial<T: Object>(
+        &mut self,
+        index: u32,
+        serial: u32,
+        value: T,
+    ) -> Result<Obj<T>, Error> {
+        if self.array.pool().open {
+            return Err(PoolError::CreateAtWhileOpen.into());
+        }
+        self.array.claim_with_serial(index, serial)?;
+        Ok(self.publish(index, value, None))
+    }
+
     #[inline]
     fn publish<T: Object>(&self, index: u32, value: T, outer: Option<AnyObj>) -> Obj<T> {
         let h = self.publish_quiet(index, value, outer);
@@ -398,7 +460,49 @@ impl Heap {
     #[inline]
     fn publish_quiet<T: Object>(&self, index: u32, value: T, outer: Option<AnyObj>) -> Obj<T> {
         self.gc.note_alloc(T::class().size());
-        self.array.fill(index, value, outer, self.gc.birth_flags())
+        if T::INTERIOR_MUT {
+            self.gc.note_interior(index);
+        }
+        let h = self.array.fill(index, value, outer, self.gc.birth_flags());
+        if let Some(o) = outer {
+            self.note_inner(o, h.any());
+        }
+        h
+    }
+
+    /// Files a new object under its outer (alive, checked by the caller; it
+    /// cannot be freed meanwhile: that takes `&mut self`).
+    fn note_inner(&self, outer: AnyObj, inner: AnyObj) {
+        // SeqCst with `ensure_inners`: either this sees the index on, or the
+        // scan that turns it on sees this object (or both: duplicates are
+        // harmless and removed when read).
+        if self.inners_on.load(Ordering::SeqCst) {
+            self.inners.lock().insert(outer, inner);
+            self.array.at(outer.index()).set(flags::OUTER);
+        }
+    }
+
+    /// Builds the outer → inners index from the table, once.
+    fn ensure_inners(&self) {
+        if self.inners_on.load(Ordering::Acquire) {
+            return;
+        }
+        let mut index = self.inners.lock();
+        if self.inners_on.load(Ordering::SeqCst) {
+            return;
+        }
+        self.inners_on.store(true, Ordering::SeqCst);
+        for i in 0..self.array.high_water() {
+            let Some(o) = self.array.slot(&self.names, i) else {
+                continue;
+            };
+            if let Some(outer) = o.outer() {
+                if self.array.lookup(outer, 0).is_ok() {
+                    index.insert(outer, o.id());
+                    self.array.at(outer.index()).set(flags::OUTER);
+                }
+            }
+        }
     }
 
     fn notify_create(&self, obj: AnyObj) {
@@ -867,12 +971,38 @@ impl Heap {
             .filter(|o| !o.is_disregard())
     }
 
-    /// Calls `f` for each live object whose outer is `outer` (Unreal's
-    /// `ForEachObjectWithOuter`, without recursion into inners' inners).
+    /// Calls `f` for each live object whose outer is `outer`, in index order
+    /// (Unreal's `ForEachObjectWithOuter`, without recursion into inners'
+    /// inners). Reads the outer → inners index, so it costs the number of
+    /// `outer`'s inners, not the size of the table. An outer that is gone
+    /// has no inners, as [`outer_of`](Self::outer_of) of its surviving inners
+    /// is `None`. `f` may create objects; those it creates under `outer` are
+    /// not visited.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Level;
+    /// let heap = Heap::new();
+    /// let world = heap.create(Level);
+    /// let a = heap.spawn(Level).outer(world).create().unwrap();
+    /// let b = heap.spawn(Level).outer(world).create().unwrap();
+    /// heap.spawn(Level).outer(a).create().unwrap(); // an inner's inner
+    /// let mut seen = Vec::new();
+    /// heap.for_each_with_outer(world, |o| seen.push(o.id()));
+    /// assert_eq!(seen, [a.any(), b.any()]);
+    /// ```
     pub fn for_each_with_outer(&self, outer: impl Into<AnyObj>, mut f: impl FnMut(ObjectRef<'_>)) {
         let outer = outer.into();
-        for o in self.iter() {
-            if o.outer() == Some(outer) {
+        self.ensure_inners();
+        // Copied out, so that `f` runs with no lock held.
+        let mut inners = self.inners.lock().of(outer.to_bits()).to_vec();
+        inners.sort_unstable_by_key(|h| h.index());
+        inners.dedup();
+        for h in inners {
+            let Some(o) = self.array.slot(&self.names, h.index()) else {
+                continue;
+            };
+            if o.id() == h && !self.array.hides(h.index(), o.flags()) {
                 f(o)
             }
         }
@@ -1112,6 +1242,9 @@ impl Heap {
 
     /// Splits the heap into the collector and what it works on.
     fn stage(&mut self) -> (&mut Collector, Stage<'_>) {
+        if self.gc.config().outer_keeps_inners {
+            self.ensure_inners();
+        }
         (
             &mut self.gc,
             Stage {
@@ -1119,6 +1252,7 @@ impl Heap {
                 names: &mut self.names,
                 listeners: &self.listeners,
                 referencers: &self.referencers,
+                inners: self.inners.get_mut(),
             },
         )
     }
@@ -1316,10 +1450,14 @@ impl Heap {
     // ----- debugging ------------------------------------------------------------
 
     fn reports(&self) -> Reports<'_> {
+        if self.gc.config().outer_keeps_inners {
+            self.ensure_inners();
+        }
         Reports {
             array: &self.array,
             names: &self.names,
             referencers: &self.referencers,
+            inners: self.gc.config().outer_keeps_inners.then_some(&self.inners),
         }
     }
 
@@ -1362,8 +1500,9 @@ impl Heap {
     /// println!("{r}");
     /// ```
     pub fn memory_report(&self) -> MemoryReport {
+        let collector = self.gc.memory_bytes() + self.inners.lock().allocated_bytes();
         self.reports()
-            .memory_report(self.gc.memory_bytes(), self.listeners_allocated_size())
+            .memory_report(collector, self.listeners_allocated_size())
     }
 }
 

@@ -68,6 +68,9 @@
 //!   work lists between slices. `mark.rs` is the prefetching, non-recursive
 //!   marker; `sweep.rs` the purge in Unreal's order; `stats.rs` what a cycle
 //!   and a tick report; `debug.rs` reference chains and memory reports.
+//! * **`inners.rs`**: the outer → inners index, kept at creation and free,
+//!   for [`Heap::for_each_with_outer`] and, with
+//!   [`GcConfig::outer_keeps_inners`], for the marker (see [`gc`]).
 //! * **`names.rs`**, **`listener.rs`**, **`strong.rs`**, **`referencer.rs`**,
 //!   **`config.rs`**, **`error.rs`**: the (outer, name) index, create and
 //!   delete listeners, [`StrongObj`], [`Referencer`], [`HeapConfig`] and
@@ -190,6 +193,7 @@
 //! | `FUObjectCreateListener`, `FUObjectDeleteListener` | [`CreateListener`], [`DeleteListener`] |
 //! | `TObjectIterator<T>` | [`Heap::iter_of`] |
 //! | `ForEachObjectWithOuter` | [`Heap::for_each_with_outer`] |
+//! | `UObject::Outer` (an inner keeps its outer) | [`Spawn::outer`]; seed 001's reverse rule: [`GcConfig::outer_keeps_inners`] |
 //! | `FindObject`, `StaticFindObject` | [`Heap::find`], [`Heap::find_path`] |
 //! | `GetPathName` | [`Heap::path_name`] |
 //! | `obj refs` | [`Heap::reference_chains`] |
@@ -215,6 +219,7 @@ mod error;
 pub mod gc;
 mod handle;
 mod heap;
+mod inners;
 mod lifecycle;
 mod listener;
 mod names;
@@ -231,7 +236,7 @@ pub use class::{__private, ClassDesc};
 pub use class::{Class, FieldInfo, Object};
 pub use config::{GcConfig, HeapConfig};
 pub use coreobject_derive::{Object, Trace};
-pub use error::{CapReport, ConfigError, Error, PoolError, ResolveError};
+pub use error::{CapReport, ConfigError, Error, PoolError, ResolveError, SerialRefusal};
 pub use gc::debug::{ClassMemory, MemoryReport, RefChain, RefLink, RootKind};
 pub use gc::{CollectStats, GcTotals, Phase, PreCollect, Tick, Trigger};
 pub use handle::{AnyObj, Handle, Obj, Weak};

@@ -20,8 +20,6 @@
 
 use parking_lot::Mutex;
 
-use crate::error::Error;
-
 /// Bits of the serial that hold the heap tag.
 pub const TAG_BITS: u32 = 10;
 /// Bits of the serial that hold the generation.
@@ -70,8 +68,12 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     next: 1,
 });
 
+/// The most heaps that can be alive at once.
+pub(crate) const LIVE_LIMIT: u32 = MAX_TAG;
+
 /// Claims a free tag with room for `2^bits` generations per slot.
-pub(crate) fn acquire(bits: u32) -> Result<TagLease, Error> {
+/// `None` when every tag is held by a live heap (or retired).
+pub(crate) fn acquire(bits: u32) -> Option<TagLease> {
     let span = if bits >= GENERATION_BITS {
         MAX_GENERATION
     } else {
@@ -93,7 +95,7 @@ pub(crate) fn acquire(bits: u32) -> Result<TagLease, Error> {
             {
                 reg.floors[t] = None;
                 reg.next = t % (n - 1) + 1;
-                return Ok(TagLease {
+                return Some(TagLease {
                     tag: t as u32,
                     floor,
                     limit: floor + span,
@@ -111,15 +113,13 @@ pub(crate) fn acquire(bits: u32) -> Result<TagLease, Error> {
     if let Some((floor, t)) = roomiest {
         reg.floors[t] = None;
         reg.next = t % (n - 1) + 1;
-        return Ok(TagLease {
+        return Some(TagLease {
             tag: t as u32,
             floor,
             limit: floor.saturating_add(span).min(MAX_GENERATION),
         });
     }
-    Err(Error::TooManyHeaps {
-        live_limit: MAX_TAG,
-    })
+    None
 }
 
 /// Returns a tag; `highest` is the highest generation the heap issued, or

@@ -5,7 +5,7 @@
 //! [`Visitor`]. `#[derive(Object)]` and `#[derive(Trace)]` write the
 //! implementation for you, field by field, so a handle field you forgot to
 //! annotate is still traced: the only ways *not* to trace a field are an
-//! explicit `#[object(skip)]` or a [`Weak`](crate::Weak) handle.
+//! explicit `#[object(skip)]` or a [`Weak`] handle.
 //!
 //! `Trace` is a safe trait. A wrong implementation cannot cause undefined
 //! behaviour, because handles never dangle: an object whose reference was not
@@ -91,7 +91,7 @@ use std::hash::BuildHasher;
 use std::sync::TryLockError;
 use std::time::{Duration, Instant};
 
-use crate::handle::AnyObj;
+use crate::handle::{AnyObj, Obj, Weak};
 
 /// What a field holds, as far as the collector is concerned.
 ///
@@ -101,9 +101,9 @@ use crate::handle::AnyObj;
 pub enum RefKind {
     /// Plain data: no handles inside.
     Plain,
-    /// A strong handle ([`Obj`](crate::Obj) or [`AnyObj`]): keeps its target alive.
+    /// A strong handle ([`Obj`] or [`AnyObj`]): keeps its target alive.
     Strong,
-    /// A weak handle ([`Weak`](crate::Weak)): does not keep its target alive.
+    /// A weak handle ([`Weak`]): does not keep its target alive.
     Weak,
     /// A container (`Vec`, `Option`, map, set, array, `Box`) with handles inside.
     Container,
@@ -226,6 +226,14 @@ pub trait Trace {
     const NEEDS_TRACE: bool = true;
     /// What a field of this type holds, for class reflection.
     const KIND: RefKind = RefKind::nested(Self::NEEDS_TRACE);
+    /// Whether the handles inside can change through a shared reference
+    /// (behind a lock). The write barrier of incremental collection sees only
+    /// [`Heap::get_mut`](crate::Heap::get_mut), so objects of such classes
+    /// are re-scanned at the end of every marking that spanned more than one
+    /// slice. The derives and the container impls compute it; a hand-written
+    /// `Trace` whose `trace` reads state behind interior mutability must set
+    /// it to `true`.
+    const INTERIOR_MUT: bool = false;
     /// Report every strong handle in `self` to `v`.
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V);
 
@@ -328,6 +336,7 @@ impl<T: ?Sized> Trace for std::marker::PhantomData<T> {
 
 impl<T: Trace + ?Sized> Trace for &'static T {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const INTERIOR_MUT: bool = T::INTERIOR_MUT;
     const KIND: RefKind = T::KIND;
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -337,6 +346,7 @@ impl<T: Trace + ?Sized> Trace for &'static T {
 
 impl<T: Trace + ?Sized> Trace for Box<T> {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const INTERIOR_MUT: bool = T::INTERIOR_MUT;
     const KIND: RefKind = T::KIND;
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -352,6 +362,7 @@ impl<T: Trace + ?Sized> Trace for Box<T> {
 
 impl<T: Trace> Trace for Option<T> {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const INTERIOR_MUT: bool = T::INTERIOR_MUT;
     const KIND: RefKind = match T::KIND {
         // An optional handle is still a handle field.
         RefKind::Strong => RefKind::Strong,
@@ -390,6 +401,7 @@ macro_rules! seq {
     ($($name:ident<$t:ident $(, $s:ident)?>),* $(,)?) => {$(
         impl<$t: Trace $(, $s)?> Trace for $name<$t $(, $s)?> {
             const NEEDS_TRACE: bool = $t::NEEDS_TRACE;
+            const INTERIOR_MUT: bool = $t::INTERIOR_MUT;
             const KIND: RefKind = RefKind::container($t::KIND);
             #[inline]
             fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -403,6 +415,7 @@ seq!(VecDeque<T>, BTreeSet<T>, HashSet<T, S>);
 
 impl<T: Trace> Trace for Vec<T> {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const INTERIOR_MUT: bool = T::INTERIOR_MUT;
     const KIND: RefKind = RefKind::container(T::KIND);
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -418,6 +431,7 @@ impl<T: Trace> Trace for Vec<T> {
 
 impl<T: Trace> Trace for [T] {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const INTERIOR_MUT: bool = T::INTERIOR_MUT;
     const KIND: RefKind = RefKind::container(T::KIND);
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -427,6 +441,7 @@ impl<T: Trace> Trace for [T] {
 
 impl<T: Trace, const N: usize> Trace for [T; N] {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const INTERIOR_MUT: bool = T::INTERIOR_MUT;
     const KIND: RefKind = RefKind::container(T::KIND);
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -457,6 +472,7 @@ fn trace_map<'a, K: Trace + 'a, T: Trace + 'a, V: Visitor + ?Sized>(
 
 impl<K: Trace, T: Trace, S: BuildHasher> Trace for HashMap<K, T, S> {
     const NEEDS_TRACE: bool = K::NEEDS_TRACE || T::NEEDS_TRACE;
+    const INTERIOR_MUT: bool = K::INTERIOR_MUT || T::INTERIOR_MUT;
     const KIND: RefKind = RefKind::container(if K::NEEDS_TRACE { K::KIND } else { T::KIND });
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -466,6 +482,7 @@ impl<K: Trace, T: Trace, S: BuildHasher> Trace for HashMap<K, T, S> {
 
 impl<K: Trace, T: Trace> Trace for BTreeMap<K, T> {
     const NEEDS_TRACE: bool = K::NEEDS_TRACE || T::NEEDS_TRACE;
+    const INTERIOR_MUT: bool = K::INTERIOR_MUT || T::INTERIOR_MUT;
     const KIND: RefKind = RefKind::container(if K::NEEDS_TRACE { K::KIND } else { T::KIND });
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -477,6 +494,7 @@ macro_rules! tuple {
     ($(($($n:tt $t:ident),+)),* $(,)?) => {$(
         impl<$($t: Trace),+> Trace for ($($t,)+) {
             const NEEDS_TRACE: bool = false $(|| $t::NEEDS_TRACE)+;
+            const INTERIOR_MUT: bool = false $(|| $t::INTERIOR_MUT)+;
             const KIND: RefKind = RefKind::nested(Self::NEEDS_TRACE);
             #[inline]
             fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -502,6 +520,7 @@ tuple!(
 
 impl<T: Trace + ?Sized> Trace for std::sync::Arc<T> {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const INTERIOR_MUT: bool = T::INTERIOR_MUT;
     const KIND: RefKind = T::KIND;
     /// Traces through the `Arc`: every object that holds a clone reports the
     /// handles inside, which is what keeps them alive.
@@ -585,6 +604,7 @@ fn wait_for_lock<L: ?Sized, G>(attempt: &mut dyn FnMut() -> Option<G>) -> G {
 impl<T: Trace + ?Sized> Trace for std::sync::Mutex<T> {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
     const KIND: RefKind = T::KIND;
+    const INTERIOR_MUT: bool = T::NEEDS_TRACE;
     /// Traces the contents under `try_lock`, poisoned or not; see the
     /// [locking rule](self#atomics-and-locks).
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -603,6 +623,7 @@ impl<T: Trace + ?Sized> Trace for std::sync::Mutex<T> {
 impl<T: Trace + ?Sized> Trace for std::sync::RwLock<T> {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
     const KIND: RefKind = T::KIND;
+    const INTERIOR_MUT: bool = T::NEEDS_TRACE;
     /// Traces the contents under `try_read`, poisoned or not; see the
     /// [locking rule](self#atomics-and-locks).
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -621,6 +642,7 @@ impl<T: Trace + ?Sized> Trace for std::sync::RwLock<T> {
 impl<T: Trace + ?Sized> Trace for parking_lot::Mutex<T> {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
     const KIND: RefKind = T::KIND;
+    const INTERIOR_MUT: bool = T::NEEDS_TRACE;
     /// Traces the contents under `try_lock`; see the
     /// [locking rule](self#atomics-and-locks).
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -635,6 +657,7 @@ impl<T: Trace + ?Sized> Trace for parking_lot::Mutex<T> {
 impl<T: Trace + ?Sized> Trace for parking_lot::RwLock<T> {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
     const KIND: RefKind = T::KIND;
+    const INTERIOR_MUT: bool = T::NEEDS_TRACE;
     /// Traces the contents under `try_read`; see the
     /// [locking rule](self#atomics-and-locks).
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -644,6 +667,22 @@ impl<T: Trace + ?Sized> Trace for parking_lot::RwLock<T> {
         let guard = lock_for_trace::<Self, _>(|| self.try_read());
         (*guard).trace(v)
     }
+}
+
+impl<T> Trace for Obj<T> {
+    const NEEDS_TRACE: bool = true;
+    const KIND: RefKind = RefKind::Strong;
+    #[inline(always)]
+    fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
+        v.visit(self.any())
+    }
+}
+
+impl<T> Trace for Weak<T> {
+    const NEEDS_TRACE: bool = false;
+    const KIND: RefKind = RefKind::Weak;
+    #[inline(always)]
+    fn trace<V: Visitor + ?Sized>(&self, _v: &mut V) {}
 }
 
 impl Trace for AnyObj {

@@ -50,6 +50,9 @@ pub(crate) mod flags {
     pub const REGREY: u32 = 1 << 8;
     /// `finish_destroy` has run; the slot is freed next.
     pub const FINISHED: u32 = 1 << 9;
+    /// Objects were created with this one as their outer: it has an entry
+    /// in the outer → inners index (so objects without one never probe it).
+    pub const OUTER: u32 = 1 << 10;
     /// Hidden from `get`: garbage or being destroyed.
     pub const DEAD: u32 = GARBAGE | UNREACHABLE;
 }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::class::{Class, Object};
-use crate::error::ResolveError;
+use crate::error::{ResolveError, SerialRefusal};
 use crate::handle::{AnyObj, Obj};
 use crate::lifecycle::{guard, Caught};
 use crate::names::Names;
@@ -149,8 +149,19 @@ impl ObjectArray {
         self.table.reserve()
     }
 
-    /// Claims a specific free index (for `create_at`).
+    /// Claims a specific free index (for `create_at`), in O(1) amortized.
     pub(crate) fn claim(&mut self, index: u32) -> Result<(), crate::Error> {
+        self.check_claim(index)?;
+        if !self.table.claim(index) {
+            return Err(crate::Error::IndexTaken(index));
+        }
+        Ok(())
+    }
+
+    /// Syncs, then refuses an index past the cap, in the pool, or holding an
+    /// object or a retired serial (cheap checks that spare the free list a
+    /// lookup).
+    fn check_claim(&mut self, index: u32) -> Result<(), crate::Error> {
         self.table.sync();
         if index >= self.table.cap() {
             return Err(crate::Error::IndexPastCap {
@@ -158,9 +169,66 @@ impl ObjectArray {
                 cap: self.table.cap(),
             });
         }
-        if index < self.pool.end || !self.table.claim(index) {
+        let occupied = self
+            .item(index)
+            .is_some_and(|item| item.object().is_some() || item.serial() == RETIRED);
+        if index < self.pool.end || occupied {
             return Err(crate::Error::IndexTaken(index));
         }
+        Ok(())
+    }
+
+    /// Claims a specific free index and sets the serial its object will get
+    /// (for `create_at_with_serial`; Unreal's `AllocateUObjectIndex` with an
+    /// `AlreadyAllocatedIndex` and a `SerialNumber`).
+    ///
+    /// A slot's generation only moves forward, and a free slot's serial is
+    /// the next one to issue, so its last occupant had `serial - 1`. Accepted:
+    /// that serial (restoring the last occupant: handles to it resolve again),
+    /// or any serial of this heap's tag from the current one up to the limit
+    /// (a generation the slot never issued). A never-used slot accepts any
+    /// generation of this heap. Refused: another tag, a generation outside
+    /// the heap's range, a retired slot, and anything older than the last
+    /// occupant, to which handles to a later occupant would then resolve.
+    pub(crate) fn claim_with_serial(
+        &mut self,
+        index: u32,
+        serial: u32,
+    ) -> Result<(), crate::Error> {
+        let refuse = |reason| crate::Error::SerialRefused {
+            index,
+            serial,
+            reason,
+        };
+        self.table.sync();
+        if index >= self.table.cap() {
+            return Err(crate::Error::IndexPastCap {
+                index,
+                cap: self.table.cap(),
+            });
+        }
+        let (tag, generation) = (serial::tag(serial), serial::generation(serial));
+        if tag != self.lease.tag {
+            return Err(refuse(SerialRefusal::OtherHeap));
+        }
+        if generation < self.lease.floor || generation > self.lease.limit {
+            return Err(refuse(SerialRefusal::OutOfRange));
+        }
+        let current = self.item(index).map_or(0, Item::serial);
+        if current == RETIRED {
+            return Err(refuse(SerialRefusal::Retired));
+        }
+        self.check_claim(index)?;
+        if !self.table.claimable(index) {
+            return Err(crate::Error::IndexTaken(index));
+        }
+        if current != 0 && serial < current - 1 {
+            return Err(refuse(SerialRefusal::Older));
+        }
+        let claimed = self.table.claim(index);
+        debug_assert!(claimed, "claimable index refused");
+        // The slot is empty and exclusively ours: `fill` issues the serial it carries.
+        self.at(index).vacate(serial);
         Ok(())
     }
 
@@ -356,6 +424,12 @@ impl ObjectArray {
         class.size()
     }
 
+    /// Makes room for `n` more freed slots on the free list, so that freeing
+    /// them allocates nothing (see the purge's sweep step).
+    pub(crate) fn reserve_frees(&mut self, n: usize) {
+        self.table.reserve_free(n);
+    }
+
     /// Returns parked slots whose strong count has dropped to zero.
     pub(crate) fn release_parked(&mut self) {
         let mut parked = std::mem::take(&mut self.parked);
@@ -462,17 +536,39 @@ impl ObjectArray {
         })
     }
 
+    /// The class of the object in slot `index`, if any.
+    pub(crate) fn class_in(&self, index: u32) -> Option<&'static Class> {
+        let p = self.item(index)?.object()?;
+        // SAFETY: `p` is a live header while `&self` is borrowed.
+        Some(unsafe { p.as_ref() }.class)
+    }
+
+    /// Calls `f` with every slot below `end` whose chunk exists, skipping
+    /// whole chunks that were never allocated (gaps left by `create_at`).
+    pub(crate) fn for_each_allocated(&self, end: u32, mut f: impl FnMut(u32, &Item)) {
+        let mut i = 0;
+        while i < end {
+            match self.item(i) {
+                Some(item) => {
+                    f(i, item);
+                    i += 1;
+                }
+                None => i = (i | (CHUNK_SIZE - 1)).saturating_add(1),
+            }
+        }
+    }
+
     /// Allocated objects per class, most numerous first.
     pub(crate) fn class_counts(&self) -> Vec<(&'static str, usize)> {
         let mut by: std::collections::HashMap<*const Class, (&'static str, usize)> =
             std::collections::HashMap::new();
-        for i in 0..self.high_water() {
-            if let Some(p) = self.item(i).and_then(Item::object) {
+        self.for_each_allocated(self.high_water(), |_, item| {
+            if let Some(p) = item.object() {
                 // SAFETY: `p` is a live header while `&self` is borrowed.
                 let c = unsafe { p.as_ref() }.class;
                 by.entry(c as *const Class).or_insert((c.name(), 0)).1 += 1;
             }
-        }
+        });
         let mut v: Vec<_> = by.into_values().collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         v
@@ -484,10 +580,10 @@ impl ObjectArray {
         self.table.sync();
         let mut caught: Caught = None;
         let mut highest: Option<u32> = (self.retired > 0).then_some(self.lease.limit);
-        for i in 0..self.table.high_water() {
-            let Some(item) = self.item(i) else { continue };
+        let tag = self.lease.tag;
+        self.for_each_allocated(self.table.high_water(), |_, item| {
             let s = item.serial();
-            if serial::tag(s) == self.lease.tag {
+            if serial::tag(s) == tag {
                 let g = serial::generation(s);
                 highest = Some(highest.map_or(g, |h| h.max(g)));
             }
@@ -496,7 +592,7 @@ impl ObjectArray {
                 // so it is dropped exactly once, and no reference into the heap remains.
                 guard(&mut caught, || unsafe { (p.as_ref().class.vt.drop)(p) });
             }
-        }
+        });
         serial::release(self.lease, highest);
         // The tag is released once; a second call finds nothing to drop.
         self.lease.tag = 0;

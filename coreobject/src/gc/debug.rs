@@ -5,10 +5,11 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::array::{flags, Item, ObjectArray, CHUNK_SIZE};
 use crate::handle::AnyObj;
+use crate::inners::Inners;
 use crate::listener::HookId;
 use crate::names::Names;
 use crate::referencer::Referencer;
@@ -40,7 +41,10 @@ pub struct RefLink {
     /// Its class name.
     pub class: &'static str,
     /// The field path to the next object (`levels[3]`, or `(outer)` for the
-    /// implicit outer reference); `None` on the last link.
+    /// implicit outer reference, or `(inner)` when the next object is kept
+    /// by this one as its outer, with
+    /// [`GcConfig::outer_keeps_inners`](crate::GcConfig::outer_keeps_inners));
+    /// `None` on the last link.
     pub via: Option<String>,
 }
 
@@ -161,7 +165,8 @@ pub struct MemoryReport {
     pub object_bytes: usize,
     /// The table's chunks (24 bytes a slot).
     pub table_bytes: usize,
-    /// The collector's mark bitmap and work list, and the free list.
+    /// The collector's mark bitmap and work list, the free list and the
+    /// outer → inners index.
     pub collector_bytes: usize,
     /// What listeners report owning.
     pub listener_bytes: usize,
@@ -197,9 +202,13 @@ pub(crate) struct Reports<'a> {
     pub(crate) array: &'a ObjectArray,
     pub(crate) names: &'a RwLock<Names>,
     pub(crate) referencers: &'a [(HookId, Arc<dyn Referencer>)],
+    /// The outer → inners index, when outers keep their inners alive.
+    pub(crate) inners: Option<&'a Mutex<Inners>>,
 }
 
 impl Reports<'_> {
+    /// What the collector would visit scanning the object: its fields, its
+    /// outer, then (when outers keep inners) its inners.
     fn edges_of(&self, index: u32) -> Vec<AnyObj> {
         let mut e = Edges(Vec::new());
         if let Some(o) = self.array.slot(self.names, index) {
@@ -208,6 +217,9 @@ impl Reports<'_> {
             unsafe { (p.as_ref().class.vt.trace_dyn)(p, &mut e) };
             if let Some(outer) = o.outer() {
                 e.0.push(outer);
+            }
+            if let Some(inners) = self.inners {
+                e.0.extend_from_slice(inners.lock().of(o.id().to_bits()));
             }
         }
         e.0
@@ -218,16 +230,19 @@ impl Reports<'_> {
             segs: Vec::new(),
             out: Vec::new(),
         };
+        let mut has_outer = false;
         if let Some(o) = self.array.slot(self.names, index) {
             let p = o.header_ptr();
             // SAFETY: as in `edges_of`.
             unsafe { (p.as_ref().class.vt.trace_dyn)(p, &mut paths) };
+            has_outer = o.outer().is_some();
         }
-        paths
-            .out
-            .get(k)
-            .cloned()
-            .unwrap_or_else(|| "(outer)".to_string())
+        let fields = paths.out.len();
+        match paths.out.get(k) {
+            Some(path) => path.clone(),
+            None if k == fields && has_outer => "(outer)".to_string(),
+            None => "(inner)".to_string(),
+        }
     }
 
     pub(crate) fn reference_chains(&self, target: impl Into<AnyObj>, max: usize) -> Vec<RefChain> {

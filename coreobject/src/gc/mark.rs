@@ -17,6 +17,13 @@
 //!    `trace` will read; on leaving it, the object is scanned, and its
 //!    references join the queue.
 //!
+//! With [`GcConfig::outer_keeps_inners`](crate::GcConfig::outer_keeps_inners),
+//! scanning an object also visits its inners, found in the outer → inners
+//! index by the object's handle. The pipeline is then built with rings that
+//! carry that handle next to the pointer (a key that is 0 for objects with no
+//! inners); with the rule off, it is built with today's rings of bare
+//! pointers, and the default path pays nothing per object for the option.
+//!
 //! A 10-million-object chain needs 10 million queue *entries* on the heap,
 //! and no call-stack depth at all. The same handle may be queued more than
 //! once (it is marked only when popped, after validation); the bitmap test
@@ -26,8 +33,9 @@ use std::collections::VecDeque;
 use std::ptr::NonNull;
 
 use super::budget::Budget;
-use crate::array::{flags, Chunks};
+use crate::array::{flags, Chunks, Item};
 use crate::handle::AnyObj;
+use crate::inners::Inners;
 use crate::object::Header;
 use crate::trace::{prefetch_line, Visitor};
 
@@ -40,17 +48,59 @@ const RING: usize = 8;
 /// hold a whole frontier, and the line would be evicted before its turn.
 const LOOKAHEAD: usize = 32;
 
-/// A fixed-size FIFO of object pointers.
-struct Ring {
-    slots: [NonNull<Header>; RING],
+/// What the rings carry for each object to scan.
+trait Carry {
+    type Slot: Copy;
+    const EMPTY: Self::Slot;
+    /// The slot of the object at `p`, whose handle is `bits` and item flags `f`.
+    fn pack(p: NonNull<Header>, bits: u64, f: u32) -> Self::Slot;
+    /// The object's header and its inner key (see [`Marker::scan`]).
+    fn unpack(s: Self::Slot) -> (NonNull<Header>, u64);
+}
+
+/// The header alone: outers keep no inners (the default).
+struct Bare;
+
+impl Carry for Bare {
+    type Slot = NonNull<Header>;
+    const EMPTY: Self::Slot = NonNull::dangling();
+    #[inline(always)]
+    fn pack(p: NonNull<Header>, _: u64, _: u32) -> Self::Slot {
+        p
+    }
+    #[inline(always)]
+    fn unpack(p: Self::Slot) -> (NonNull<Header>, u64) {
+        (p, 0)
+    }
+}
+
+/// The header and the key of the object's inners (0 if it has none).
+struct Keyed;
+
+impl Carry for Keyed {
+    type Slot = (NonNull<Header>, u64);
+    const EMPTY: Self::Slot = (NonNull::dangling(), 0);
+    #[inline(always)]
+    fn pack(p: NonNull<Header>, bits: u64, f: u32) -> Self::Slot {
+        (p, if f & flags::OUTER != 0 { bits } else { 0 })
+    }
+    #[inline(always)]
+    fn unpack(s: Self::Slot) -> (NonNull<Header>, u64) {
+        s
+    }
+}
+
+/// A fixed-size FIFO of objects to scan.
+struct Ring<C: Carry> {
+    slots: [C::Slot; RING],
     head: usize,
     len: usize,
 }
 
-impl Ring {
-    fn new() -> Ring {
+impl<C: Carry> Ring<C> {
+    fn new() -> Self {
         Ring {
-            slots: [NonNull::dangling(); RING],
+            slots: [C::EMPTY; RING],
             head: 0,
             len: 0,
         }
@@ -62,14 +112,14 @@ impl Ring {
     }
 
     #[inline(always)]
-    fn push(&mut self, p: NonNull<Header>) {
+    fn push(&mut self, p: C::Slot) {
         debug_assert!(!self.is_full());
         self.slots[(self.head + self.len) % RING] = p;
         self.len += 1;
     }
 
     #[inline(always)]
-    fn pop(&mut self) -> Option<NonNull<Header>> {
+    fn pop(&mut self) -> Option<C::Slot> {
         if self.len == 0 {
             return None;
         }
@@ -81,13 +131,13 @@ impl Ring {
 }
 
 /// What popping the queue gave.
-enum Pop {
+enum Pop<S> {
     /// The queue is empty.
     Empty,
     /// The entry was stale, garbage, in the pool or already marked.
     Skip,
     /// A newly marked object, to scan.
-    Grey(NonNull<Header>),
+    Grey(S),
 }
 
 /// The collector's visitor.
@@ -96,6 +146,8 @@ pub(crate) struct Marker<'a> {
     bits: &'a mut [u64],
     queue: &'a mut VecDeque<u64>,
     high_water: u32,
+    /// The outer → inners index, when outers keep their inners alive.
+    inners: Option<&'a Inners>,
     pub(crate) marked: usize,
 }
 
@@ -105,12 +157,14 @@ impl<'a> Marker<'a> {
         bits: &'a mut [u64],
         queue: &'a mut VecDeque<u64>,
         high_water: u32,
+        inners: Option<&'a Inners>,
     ) -> Self {
         Marker {
             chunks,
             bits,
             queue,
             high_water,
+            inners,
             marked: 0,
         }
     }
@@ -120,9 +174,29 @@ impl<'a> Marker<'a> {
         self.bits[(i >> 6) as usize] & (1 << (i & 63)) != 0
     }
 
-    /// Traces one object's references (fields and outer).
+    /// Scans the live object in slot `i` (its `item`, pointing at `p`),
+    /// outside the queue: pool objects, objects created or changed during
+    /// an incremental cycle.
     #[inline(always)]
-    pub(crate) fn scan(&mut self, p: NonNull<Header>) {
+    pub(crate) fn scan_slot(&mut self, i: u32, item: &Item, p: NonNull<Header>) {
+        let key = if self.inners.is_some() {
+            Keyed::pack(
+                p,
+                u64::from(i) | (u64::from(item.serial()) << 32),
+                item.flags(),
+            )
+            .1
+        } else {
+            0
+        };
+        self.scan(p, key);
+    }
+
+    /// Traces one object's references: fields and outer, and, when `key`
+    /// (its handle's bits, when outers keep inners and it has some) is not
+    /// 0, the inners filed under it.
+    #[inline(always)]
+    fn scan(&mut self, p: NonNull<Header>, key: u64) {
         // SAFETY: `p` is a live header (validated when popped, or a pool object),
         // and the collection holds `&mut Heap`, so nothing mutates or frees it.
         let h = unsafe { p.as_ref() };
@@ -132,6 +206,19 @@ impl<'a> Marker<'a> {
         }
         if let Some(o) = h.outer {
             self.visit(o);
+        }
+        if key != 0 {
+            self.visit_inners(key);
+        }
+    }
+
+    /// Visits the inners of the object whose handle is `key`. Stale handles
+    /// among them are dropped when popped, like any other.
+    fn visit_inners(&mut self, key: u64) {
+        if let Some(inners) = self.inners {
+            for &h in inners.of(key) {
+                self.visit(h);
+            }
         }
     }
 
@@ -148,7 +235,7 @@ impl<'a> Marker<'a> {
 
     /// Pops and validates the next queued handle; marks it.
     #[inline(always)]
-    fn pop_grey(&mut self) -> Pop {
+    fn pop_grey<C: Carry>(&mut self) -> Pop<C::Slot> {
         let Some(bits) = self.queue.pop_front() else {
             return Pop::Empty;
         };
@@ -162,7 +249,8 @@ impl<'a> Marker<'a> {
             return Pop::Skip;
         }
         let item = self.chunks.at(i);
-        if item.serial() != serial || item.flags() & (flags::DEAD | flags::DISREGARD) != 0 {
+        let f = item.flags();
+        if item.serial() != serial || f & (flags::DEAD | flags::DISREGARD) != 0 {
             return Pop::Skip;
         }
         let Some(p) = item.object() else {
@@ -171,7 +259,7 @@ impl<'a> Marker<'a> {
         self.set_mark(i);
         self.marked += 1;
         prefetch_line(p.as_ptr());
-        Pop::Grey(p)
+        Pop::Grey(C::pack(p, bits, f))
     }
 
     /// Sets slot `i`'s mark bit (below the cycle's high water).
@@ -194,12 +282,21 @@ impl<'a> Marker<'a> {
     /// when the budget stopped it; either way every object marked so far has
     /// been scanned (the rings are flushed), so the mutator may run.
     pub(crate) fn drain(&mut self, budget: &mut Budget) -> bool {
-        let (mut a, mut b) = (Ring::new(), Ring::new());
+        if self.inners.is_some() {
+            self.pipeline::<Keyed>(budget)
+        } else {
+            self.pipeline::<Bare>(budget)
+        }
+    }
+
+    /// [`drain`](Self::drain), with rings carrying `C`.
+    fn pipeline<C: Carry>(&mut self, budget: &mut Budget) -> bool {
+        let (mut a, mut b) = (Ring::<C>::new(), Ring::<C>::new());
         let mut open = !budget.is_spent();
         loop {
             // Stage 2: keep ring A full from the queue.
             while open && !a.is_full() {
-                match self.pop_grey() {
+                match self.pop_grey::<C>() {
                     Pop::Empty => break,
                     Pop::Skip => open = !budget.spend(1),
                     Pop::Grey(p) => {
@@ -215,13 +312,15 @@ impl<'a> Marker<'a> {
             // queue, and the loop goes round again).
             if let Some(p) = a.pop() {
                 if b.is_full() {
-                    let oldest = b.pop().expect("a full ring has an oldest entry");
-                    self.scan(oldest);
+                    let (oldest, key) =
+                        C::unpack(b.pop().expect("a full ring has an oldest entry"));
+                    self.scan(oldest, key);
                 }
-                Self::prefetch_refs(p);
+                Self::prefetch_refs(C::unpack(p).0);
                 b.push(p);
             } else if let Some(oldest) = b.pop() {
-                self.scan(oldest);
+                let (oldest, key) = C::unpack(oldest);
+                self.scan(oldest, key);
             } else {
                 return open;
             }

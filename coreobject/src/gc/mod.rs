@@ -21,6 +21,21 @@
 //! Marks live in a side bitmap (one bit per slot), cleared with a `memset` of
 //! `slots / 8` bytes per cycle: for a million objects that is 128 KiB.
 //!
+//! # Outers and inners
+//!
+//! An object created with an outer ([`Spawn::outer`](crate::Spawn::outer))
+//! keeps that outer alive, as in Unreal 5: the outer is an implicit field.
+//! With [`GcConfig::outer_keeps_inners`] (seed 001's rule, its
+//! `ForEachObjectWithOuter` in the mark loop), an outer *also* keeps its
+//! inners alive: scanning an object visits the inners filed under it in the
+//! outer → inners index, which creation and the purge keep up to date (so
+//! marking never searches the table). Both directions then hold, so an
+//! object reachable from a root keeps its whole outer tree alive, up and
+//! down, unless parts of it are marked as garbage. The rule is read when a
+//! cycle starts. An inner created during an incremental cycle needs no
+//! barrier under either rule: like every object created then, it is born
+//! black, and the next cycle finds it in the index.
+//!
 //! # Incremental collection
 //!
 //! With [`GcConfig::incremental`], each [`Heap::tick`](crate::Heap::tick)
@@ -96,6 +111,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::array::{flags, Item, ObjectArray};
 use crate::config::GcConfig;
 use crate::handle::AnyObj;
+use crate::inners::Inners;
 use crate::lifecycle::{guard, resume, Caught};
 use crate::listener::{HookId, Listeners};
 use crate::names::Names;
@@ -116,6 +132,8 @@ pub(crate) struct Stage<'h> {
     pub(crate) names: &'h mut RwLock<Names>,
     pub(crate) listeners: &'h Listeners,
     pub(crate) referencers: &'h [(HookId, Arc<dyn Referencer>)],
+    /// The outer → inners index: read by marking, kept by the purge.
+    pub(crate) inners: &'h mut Inners,
 }
 
 /// Where a cycle in flight is.
@@ -171,6 +189,8 @@ struct Cycle {
     ready: Vec<u32>,
     /// The cycle must finish in the next slice, whatever the budget.
     forced: bool,
+    /// [`GcConfig::outer_keeps_inners`] when the cycle started.
+    outer_keeps_inners: bool,
 }
 
 /// The collector: its settings, its state between slices, its books.
@@ -188,6 +208,10 @@ pub(crate) struct Collector {
     regrey: Vec<u32>,
     /// Objects whose garbage mark was cleared during marking (from `&Heap`).
     greyed: Mutex<Vec<AnyObj>>,
+    /// Slots of objects whose class can change its handles behind a lock
+    /// ([`Trace::INTERIOR_MUT`](crate::Trace::INTERIOR_MUT)), which the
+    /// write barrier cannot see: re-scanned at the end of a sliced marking.
+    interior: Mutex<Vec<u32>>,
     /// Objects waiting for `is_ready_for_finish_destroy` (classes with hooks only).
     pending: Vec<Pending>,
     /// The previous root-candidate list, kept for its buffer.
@@ -214,6 +238,7 @@ impl Collector {
             queue: VecDeque::new(),
             regrey: Vec::new(),
             greyed: Mutex::new(Vec::new()),
+            interior: Mutex::new(Vec::new()),
             pending: Vec::new(),
             roots_scratch: Vec::new(),
             bytes_since_gc: AtomicUsize::new(0),
@@ -310,6 +335,11 @@ impl Collector {
         if item.set(flags::REGREY) & flags::REGREY == 0 {
             self.regrey.push(index);
         }
+    }
+
+    /// An object of an interior-mutable class was created in slot `index`.
+    pub(crate) fn note_interior(&self, index: u32) {
+        self.interior.lock().push(index);
     }
 
     /// An object whose garbage mark was cleared: marking must look at it.
@@ -454,6 +484,7 @@ impl Collector {
             waiting: Vec::new(),
             ready: Vec::new(),
             forced: false,
+            outer_keeps_inners: self.config.outer_keeps_inners,
         });
 
         // Root candidates: drop stale and duplicate entries, keep the rest.
@@ -464,7 +495,8 @@ impl Collector {
         }
         let mut kept = std::mem::take(&mut self.roots_scratch);
         kept.clear();
-        let mut marker = Marker::new(array.chunks(), &mut self.bits, &mut self.queue, hw);
+        // Roots are only visited here, not scanned: no index needed.
+        let mut marker = Marker::new(array.chunks(), &mut self.bits, &mut self.queue, hw, None);
         for &i in &candidates {
             let item = array.at(i);
             if item.object().is_none() || !item.is_root() || !item.list() {
@@ -553,7 +585,8 @@ impl Collector {
         stage.array.sync();
         stage.array.take_born(&mut cycle.born);
         let chunks = stage.array.chunks().clone();
-        let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw);
+        let inners = cycle.outer_keeps_inners.then_some(&*stage.inners);
+        let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw, inners);
 
         // The pool's objects are permanent; what they reference stays alive.
         if let Step::Pool(from) = cycle.step {
@@ -562,7 +595,7 @@ impl Collector {
                 let item = chunks.at(i);
                 if item.flags() & flags::DISREGARD != 0 {
                     if let Some(p) = item.object() {
-                        marker.scan(p);
+                        marker.scan_slot(i, item, p);
                     }
                 }
                 i += 1;
@@ -612,9 +645,12 @@ impl Collector {
                 cycle.born_seen += 1;
                 marker.set_mark(i);
                 let item = chunks.at(i);
-                if item.flags() & flags::DEAD == 0 {
+                // Scanned even if marked as garbage since: it survives this
+                // cycle, so what it references must too (else clearing the
+                // mark later would expose freed children).
+                if item.flags() & flags::UNREACHABLE == 0 {
                     if let Some(p) = item.object() {
-                        marker.scan(p);
+                        marker.scan_slot(i, item, p);
                     }
                 }
                 if budget.spend(1) {
@@ -627,16 +663,32 @@ impl Collector {
             while let Some(i) = self.regrey.pop() {
                 let item = chunks.at(i);
                 let f = item.clear(flags::REGREY);
-                if f & flags::DEAD == 0
+                if f & flags::UNREACHABLE == 0
                     && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
                 {
                     if let Some(p) = item.object() {
-                        marker.scan(p);
+                        marker.scan_slot(i, item, p);
                     }
                 }
                 if budget.spend(1) {
                     cycle.stats.marked += std::mem::take(&mut marker.marked);
                     return false;
+                }
+            }
+            // Objects whose handles may have changed behind a lock: when
+            // the program ran since marking began, re-scan every marked one
+            // (not budgeted: this pass must see them all at once).
+            if cycle.stats.slices > 0 {
+                for &i in self.interior.lock().iter() {
+                    let item = chunks.at(i);
+                    let f = item.flags();
+                    if f & flags::UNREACHABLE == 0
+                        && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
+                    {
+                        if let Some(p) = item.object() {
+                            marker.scan_slot(i, item, p);
+                        }
+                    }
                 }
             }
             // Referencers report afresh: nothing tells us what they changed.
@@ -710,6 +762,13 @@ impl Collector {
         self.in_flight = false;
         self.pending.append(&mut cycle.waiting);
 
+        // Forget interior-mutable slots whose object is gone or changed class.
+        let interior = self.interior.get_mut();
+        if !interior.is_empty() {
+            interior.retain(|&i| array.class_in(i).is_some_and(|c| c.interior_mut()));
+            interior.sort_unstable();
+            interior.dedup();
+        }
         let mut stats = cycle.stats;
         stats.pending = self.pending.len();
         stats.live = array.len();

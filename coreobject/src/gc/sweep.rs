@@ -56,6 +56,16 @@ fn handle_of(item: &Item, index: u32) -> AnyObj {
     AnyObj::new(index, serial)
 }
 
+/// What handling one slot cost.
+enum Cost {
+    /// Nothing to do there.
+    Skip,
+    /// Flags and bookkeeping.
+    Cheap,
+    /// User code ran (a hook, a delete listener).
+    Costly,
+}
+
 /// Calls `f` on each zero bit of `marks` from `start` up to `to`, charging
 /// the budget one unit per bitmap word and one per object `f` reports it
 /// handled. Returns where to resume when the budget runs out, or `None` once
@@ -66,7 +76,7 @@ fn walk_zeros(
     start: u32,
     to: u32,
     budget: &mut Budget,
-    mut f: impl FnMut(u32) -> bool,
+    mut f: impl FnMut(u32) -> Cost,
 ) -> Option<u32> {
     let mut w = start as usize / 64;
     // Bits below `start` in its word are done already.
@@ -78,7 +88,12 @@ fn walk_zeros(
             if i >= to {
                 return None;
             }
-            if f(i) && budget.spend(1) {
+            let spent = match f(i) {
+                Cost::Skip => false,
+                Cost::Cheap => budget.spend(1),
+                Cost::Costly => budget.spend_costly(),
+            };
+            if spent {
                 return Some(i + 1);
             }
         }
@@ -112,13 +127,13 @@ impl Collector {
                     let stats = &mut cycle.stats;
                     let resume = walk_zeros(&array.condemned.marks, start, to, budget, |i| {
                         let Some(item) = array.item(i) else {
-                            return false;
+                            return Cost::Skip;
                         };
                         let f = item.flags();
                         if item.object().is_none()
                             || f & (flags::DISREGARD | flags::UNREACHABLE | flags::BORN) != 0
                         {
-                            return false;
+                            return Cost::Skip;
                         }
                         item.set(flags::UNREACHABLE);
                         stats.unreachable += 1;
@@ -136,8 +151,9 @@ impl Collector {
                                 since: ts,
                                 warned: false,
                             });
+                            return Cost::Costly;
                         }
-                        true
+                        Cost::Cheap
                     });
                     if let Some(next) = resume {
                         cycle.step = Step::Sweep(next);
@@ -147,6 +163,11 @@ impl Collector {
                     // Every unreachable object is flagged: resolution needs
                     // the bitmap no longer.
                     stage.array.condemned.active = false;
+                    // Grow the free list once, now, rather than while freeing:
+                    // a large allocation makes glibc consolidate its fast bins,
+                    // which the frees below fill, and that costs milliseconds
+                    // inside one slice.
+                    stage.array.reserve_frees(cycle.stats.unreachable);
                     cycle.stats.sweep += ts.elapsed();
                     cycle.step = Step::Poll(0);
                 }
@@ -161,7 +182,7 @@ impl Collector {
                         } else {
                             cycle.waiting.push(Pending { ..*p });
                         }
-                        if budget.spend(1) {
+                        if budget.spend_costly() {
                             cycle.step = Step::Poll(k);
                             cycle.stats.destroy += tf.elapsed();
                             return false;
@@ -177,7 +198,7 @@ impl Collector {
                     while k < cycle.ready.len() {
                         finish(stage, cycle.ready[k], caught);
                         k += 1;
-                        if budget.spend(1) {
+                        if budget.spend_costly() {
                             cycle.step = Step::Finish(k);
                             cycle.stats.destroy += tf.elapsed();
                             return false;
@@ -193,15 +214,16 @@ impl Collector {
                     let stats = &mut cycle.stats;
                     let resume = walk_zeros(&marks, start, to, budget, |i| {
                         let Some(item) = stage.array.item(i) else {
-                            return false;
+                            return Cost::Skip;
                         };
                         let f = item.flags();
                         if item.object().is_none()
                             || f & flags::UNREACHABLE == 0
                             || f & (flags::HOOKS | flags::FINISHED) == flags::HOOKS
                         {
-                            return false;
+                            return Cost::Skip;
                         }
+                        let costly = f & flags::HOOKS != 0 || !stage.listeners.delete.is_empty();
                         if let Some(p) = stage
                             .array
                             .item(i + 8)
@@ -212,7 +234,11 @@ impl Collector {
                         }
                         stats.freed_bytes += free_one(stage, i, caught);
                         stats.freed += 1;
-                        true
+                        if costly {
+                            Cost::Costly
+                        } else {
+                            Cost::Cheap
+                        }
                     });
                     stage.array.condemned.marks = marks;
                     cycle.stats.destroy += tf.elapsed();
@@ -309,11 +335,16 @@ fn finish(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) {
     item.set(flags::FINISHED);
 }
 
-/// Delete listeners, the name, then the slot and the value. Returns the
-/// bytes freed.
+/// Delete listeners, the name, then the slot and the value, then the
+/// object's place in the outer → inners index. Returns the bytes freed.
 fn free_one(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) -> usize {
     let item = stage.array.at(index);
     let this = handle_of(item, index);
+    // (its outer, whether it is an outer), read before the slot is emptied.
+    let links = (!stage.inners.is_empty()).then(|| {
+        let header = stage.array.header(this, 0).expect("freeing a live object");
+        (header.outer, item.flags() & flags::OUTER != 0)
+    });
     if !stage.listeners.delete.is_empty() {
         let header = stage.array.header(this, 0).expect("freeing a live object");
         let event = ObjectEvent {
@@ -328,5 +359,20 @@ fn free_one(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) -> usize {
     if !names.is_empty() {
         names.remove(index);
     }
-    stage.array.free(index, caught)
+    let bytes = stage.array.free(index, caught);
+    if let Some((outer, is_outer)) = links {
+        if is_outer {
+            stage.inners.forget_outer(this);
+        }
+        if let Some(o) = outer {
+            let array = &*stage.array;
+            // The slot's serial has moved on, so `this` counts as stale.
+            if stage.inners.forget_inner(o, |h| array.lookup(h, 0).is_ok()) {
+                // The outer (alive: its entry goes when it is freed) has no
+                // inners left.
+                array.at(o.index()).clear(flags::OUTER);
+            }
+        }
+    }
+    bytes
 }

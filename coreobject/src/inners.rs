@@ -1,0 +1,155 @@
+//! The outer → inners index (the outer half of Unreal's
+//! `FUObjectHashTables`, its `ObjectOuterMap`): for each live object that
+//! was given as the outer of others, the handles of those inners.
+//!
+//! It serves [`Heap::for_each_with_outer`](crate::Heap::for_each_with_outer)
+//! and, with [`GcConfig::outer_keeps_inners`](crate::GcConfig::outer_keeps_inners),
+//! the marker, which then visits an object's inners when it scans it. Only
+//! objects created with an outer pay anything: one push at creation, one
+//! counter bump at free; objects without an outer never touch it.
+//!
+//! # Keys and stale entries
+//!
+//! An entry is keyed by the outer's whole handle (index and serial), and is
+//! dropped when the outer is freed, so a slot reused by another object never
+//! inherits the old object's inners. An inner is stored as a whole handle
+//! too, and is *not* searched for when it is freed (that would cost the
+//! length of its outer's list): its outer's entry only counts one more stale
+//! handle, and is compacted once half of it is stale, which keeps both the
+//! memory and the time amortized O(1) per inner. A stale handle can never be
+//! taken for another object: the marker, like every resolution, checks the
+//! serial, and a freed slot's serial has moved on for good.
+
+use rustc_hash::FxHashMap;
+
+use crate::handle::AnyObj;
+
+/// One outer's inners.
+#[derive(Default)]
+struct Entry {
+    /// Every inner created with this outer since the last compaction, in
+    /// creation order; `stale` of them have been freed since.
+    inners: Vec<AnyObj>,
+    stale: usize,
+}
+
+/// The index; see the module docs. The heap keeps it behind a lock (inners
+/// are created through `&Heap`, on any thread); the collector borrows it
+/// exclusively for a slice.
+#[derive(Default)]
+pub(crate) struct Inners {
+    by_outer: FxHashMap<u64, Entry>,
+}
+
+impl Inners {
+    /// Whether no object has inners (then freeing needs no bookkeeping).
+    #[inline(always)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_outer.is_empty()
+    }
+
+    /// Records that `inner` was created with `outer`, a live object.
+    pub(crate) fn insert(&mut self, outer: AnyObj, inner: AnyObj) {
+        self.by_outer
+            .entry(outer.to_bits())
+            .or_default()
+            .inners
+            .push(inner);
+    }
+
+    /// The inners of the object whose handle is `outer_bits`, possibly with
+    /// stale handles among them, in creation order.
+    #[inline]
+    pub(crate) fn of(&self, outer_bits: u64) -> &[AnyObj] {
+        self.by_outer
+            .get(&outer_bits)
+            .map_or(&[], |e| e.inners.as_slice())
+    }
+
+    /// An outer was freed: forgets its inners.
+    pub(crate) fn forget_outer(&mut self, outer: AnyObj) {
+        self.by_outer.remove(&outer.to_bits());
+    }
+
+    /// An inner of `outer` was freed (its slot's serial has already moved
+    /// on). Compacts the outer's entry, keeping the inners `live` accepts,
+    /// once half of it is stale. Returns `true` if that left the outer with
+    /// no inners (its entry is gone).
+    pub(crate) fn forget_inner(&mut self, outer: AnyObj, live: impl Fn(AnyObj) -> bool) -> bool {
+        let key = outer.to_bits();
+        // No entry: the outer was freed first (in this purge or an earlier one).
+        let Some(e) = self.by_outer.get_mut(&key) else {
+            return false;
+        };
+        e.stale += 1;
+        if e.stale * 2 < e.inners.len() {
+            return false;
+        }
+        e.inners.retain(|&h| live(h));
+        e.stale = 0;
+        // (Never shrunk here: the purge allocates nothing while it frees.)
+        if e.inners.is_empty() {
+            self.by_outer.remove(&key);
+            return true;
+        }
+        false
+    }
+
+    /// Bytes the index holds (its table and lists), for memory reports.
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        self.by_outer.capacity() * (std::mem::size_of::<(u64, Entry)>() + 1)
+            + self
+                .by_outer
+                .values()
+                .map(|e| e.inners.capacity() * std::mem::size_of::<AnyObj>())
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::num::NonZeroU32;
+
+    fn obj(i: u32, generation: u32) -> AnyObj {
+        AnyObj::new(i, NonZeroU32::new((1 << 22) | generation).unwrap())
+    }
+
+    #[test]
+    fn compaction_keeps_the_live_and_drops_emptied_entries() {
+        let mut ix = Inners::default();
+        let outer = obj(0, 0);
+        let inners: Vec<_> = (1..=6).map(|i| obj(i, 0)).collect();
+        for &h in &inners {
+            ix.insert(outer, h);
+        }
+        let mut live: HashSet<AnyObj> = inners.iter().copied().collect();
+        // Two frees: below half stale, nothing compacted.
+        for h in &inners[..2] {
+            live.remove(h);
+            assert!(!ix.forget_inner(outer, |h| live.contains(&h)));
+        }
+        assert_eq!(ix.of(outer.to_bits()).len(), 6);
+        // The third reaches half: compacted to the three live ones, in order.
+        live.remove(&inners[2]);
+        assert!(!ix.forget_inner(outer, |h| live.contains(&h)));
+        assert_eq!(ix.of(outer.to_bits()), &inners[3..]);
+        // A reused slot under the same outer is a different handle.
+        let reused = obj(1, 1);
+        ix.insert(outer, reused);
+        live.insert(reused);
+        for h in [inners[3], inners[4], inners[5], reused] {
+            live.remove(&h);
+            ix.forget_inner(outer, |h| live.contains(&h));
+        }
+        assert!(ix.is_empty(), "the last inner's free drops the entry");
+        // Another generation of the outer's slot is another key.
+        ix.insert(outer, inners[0]);
+        assert!(ix.of(obj(0, 1).to_bits()).is_empty());
+        ix.forget_outer(outer);
+        assert!(ix.is_empty());
+        // Freeing an inner whose outer is gone is harmless.
+        assert!(!ix.forget_inner(outer, |_| true));
+    }
+}
