@@ -369,7 +369,7 @@ fn stats_and_totals_add_up() {
     heap.add_to_root(root).unwrap();
     let mut all = Vec::new();
     let mut freed_per = Vec::new();
-    let kept = if cfg!(miri) { 50 } else { 1000 };
+    let kept = if cfg!(miri) { 20 } else { 1000 };
     for round in 1..=3usize {
         let mut prev = root;
         // A chain of `kept` kept plus 2 * kept * round dropped.

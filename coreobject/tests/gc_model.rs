@@ -557,7 +557,7 @@ impl World {
 
 /// Operations per case (fewer under miri, which takes a third of a second
 /// for each).
-const MAX_OPS: usize = if cfg!(miri) { 40 } else { 160 };
+const MAX_OPS: usize = if cfg!(miri) { 25 } else { 160 };
 
 proptest! {
     #![proptest_config(if cfg!(miri) {

@@ -366,7 +366,7 @@ fn run(seed: u64, ops: usize) {
 fn incremental_matches_the_model() {
     // Each operation checks every object: quadratic, so few under miri.
     let ops = if cfg!(miri) {
-        45
+        30
     } else if cfg!(debug_assertions) {
         1_500
     } else {

@@ -470,7 +470,7 @@ enum Op {
 /// replaces one.
 const MAX_KIDS: usize = 6;
 
-/// Items in the table's first chunk (64K; 256 under miri).
+/// Items in the table's first chunk (64K; 128 under miri).
 const FIRST_CHUNK: u32 = coreobject::CHUNK_SIZE;
 
 /// Events counted to show what the runs exercised (printed, and required
@@ -2027,7 +2027,7 @@ const RUN_LEN: usize = 5_000;
 fn ops_model_ci() {
     if cfg!(miri) {
         // One short run per setup: too short to promise every event.
-        drive(1, 30, 0);
+        drive(1, 20, 0);
         return;
     }
     let total = 1_000_000;
@@ -2076,7 +2076,7 @@ fn ops_model_replay() {
 #[test]
 fn create_at_the_end_of_the_first_chunk() {
     let setup = &setups()[0];
-    let ops = if cfg!(miri) { 30 } else { 600 };
+    let ops = if cfg!(miri) { 15 } else { 600 };
     let mut w = World::new(setup, 99, ops);
     w.step(Op::Create {
         leaf: false,

@@ -304,7 +304,7 @@ fn run(bits: u32, cap: u32, ops: &[Op]) -> Result<(), TestCaseError> {
 }
 
 /// Operations per case (fewer under miri).
-const MAX_OPS: usize = if cfg!(miri) { 40 } else { 150 };
+const MAX_OPS: usize = if cfg!(miri) { 25 } else { 150 };
 
 proptest! {
     #![proptest_config(if cfg!(miri) {
