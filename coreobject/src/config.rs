@@ -29,8 +29,13 @@ pub struct HeapConfig {
 
 impl HeapConfig {
     /// Unreal's defaults: 2,162,688 objects, lazy chunks, no pool.
+    ///
+    /// Under miri the cap is 4,096: with miri's 128-item chunks, Unreal's
+    /// cap needs a 16,896-entry chunk directory, which the interpreter takes
+    /// seconds to build and drop for every heap, and even 65,536 costs a
+    /// tenth of a second per heap and per table scan.
     pub const DEFAULT: HeapConfig = HeapConfig {
-        max_objects: 2_162_688,
+        max_objects: if cfg!(miri) { 1 << 12 } else { 2_162_688 },
         preallocate: false,
         disregard_pool_size: 0,
         generation_bits: crate::serial::GENERATION_BITS,

@@ -70,11 +70,13 @@ fn chain(n: u32) {
 /// About 10 s and 830 MB in the debug test profile (2.7 s to build, 1.0 s to
 /// mark, 5.8 s to free), so it runs by default.
 #[test]
+#[cfg_attr(miri, ignore = "10 million objects: the size is the point")]
 fn ten_million_object_chain_on_an_8_mib_stack() {
     on_8mib_stack(|| chain(10_000_000));
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "a million children: the size is the point")]
 fn wide_fan_out() {
     on_8mib_stack(|| {
         const N: usize = 1_000_000;
@@ -108,6 +110,7 @@ fn ring(heap: &mut Heap, len: usize) -> Vec<Obj<Node>> {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "a 300,000-object ring: the size is the point")]
 fn cycles_are_collected_and_kept_whole() {
     on_8mib_stack(|| {
         let mut heap = big_heap(1 << 20);

@@ -303,8 +303,17 @@ fn run(bits: u32, cap: u32, ops: &[Op]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Operations per case (fewer under miri).
+const MAX_OPS: usize = if cfg!(miri) { 25 } else { 150 };
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(if cfg!(miri) {
+        // Under miri: a few cases, and no regression file (its isolation
+        // keeps the file system away).
+        ProptestConfig { cases: 3, failure_persistence: None, ..ProptestConfig::default() }
+    } else {
+        ProptestConfig { cases: 200, ..ProptestConfig::default() }
+    })]
 
     /// Narrow generation counters (slots retire after 2 to 8 objects) and the
     /// full width; caps from tiny (the cap is hit often) to roomy.
@@ -312,7 +321,7 @@ proptest! {
     fn table_matches_model(
         bits in prop::sample::select(vec![1u32, 2, 3, 22]),
         cap in 1u32..40,
-        ops in prop::collection::vec(op(), 1..150),
+        ops in prop::collection::vec(op(), 1..MAX_OPS),
     ) {
         run(bits, cap, &ops)?;
     }

@@ -16,6 +16,10 @@
 //! Regenerate the expected output with `TRYBUILD=overwrite`.
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "trybuild runs cargo and rustc as processes, which miri cannot"
+)]
 fn ui() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/*.rs");

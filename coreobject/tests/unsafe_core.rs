@@ -1,7 +1,8 @@
 //! A compact tour of every unsafe path, sized for miri.
 //!
-//! CI runs it (with the library's unit tests) under
-//! `MIRIFLAGS="-Zmiri-strict-provenance" cargo +nightly miri test -p coreobject --lib --test unsafe_core -- --skip deep_chain`.
+//! CI runs it under miri, with the library's unit tests and the other test
+//! targets at miri sizes:
+//! `MIRIFLAGS="-Zmiri-strict-provenance" cargo +nightly miri test -p coreobject --lib --tests`.
 //! It exercises: creation, `get`/`get_mut`/indexing of objects that own heap
 //! memory; freeing and slot reuse; table growth past one chunk (chunks hold
 //! 256 items under miri); strong handles dropped on other threads, also after

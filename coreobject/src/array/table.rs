@@ -56,8 +56,11 @@ use crate::sync::{AtomicI64, AtomicPtr};
 pub const CHUNK_SIZE: u32 = 64 * 1024;
 /// Items per chunk: small under miri, whose interpreter would spend minutes
 /// initializing 64K-item chunks, and which then crosses chunk boundaries.
+/// Every heap's first object builds a chunk, so its size is a cost per
+/// test; it stays above `SMALL_GAP`, so that a far `create_at` still
+/// leaves a gap, as it does natively.
 #[cfg(all(miri, not(loom)))]
-pub const CHUNK_SIZE: u32 = 256;
+pub const CHUNK_SIZE: u32 = 128;
 /// Items per chunk: small under loom, so a model can grow the table.
 #[cfg(loom)]
 pub const CHUNK_SIZE: u32 = 2;
@@ -1074,22 +1077,25 @@ mod tests {
 
     #[test]
     fn tombstones_are_compacted_and_stale_positions_ignored() {
+        // Compaction comes at half dead, whatever the length: miri takes
+        // a shorter list.
+        let n: u32 = if cfg!(miri) { 400 } else { 2000 };
         let mut t = Table::new(10_000, false);
-        for _ in 0..2000 {
+        for _ in 0..n {
             t.reserve();
         }
         t.sync();
-        let mut expect: Vec<u32> = (0..2000).collect();
+        let mut expect: Vec<u32> = (0..n).collect();
         for &i in &expect {
             t.release(i);
         }
         // Claim 3 of every 4, scattered: the list compacts on the way.
-        for i in (0..2000).filter(|i| i % 4 != 1) {
+        for i in (0..n).filter(|i| i % 4 != 1) {
             assert!(t.claim(i));
         }
         expect.retain(|i| i % 4 == 1);
         assert_eq!(t.free.dead, t.free.v.len() - expect.len());
-        assert!(t.free.v.len() < 1000, "compacted");
+        assert!(t.free.v.len() < n as usize / 2, "compacted");
         // Reservations take the top in order; stale positions then refuse.
         let top: Vec<_> = (0..10).map(|_| t.reserve().unwrap()).collect();
         let want: Vec<_> = expect.iter().rev().take(10).copied().collect();
@@ -1102,7 +1108,7 @@ mod tests {
         while let Some(i) = expect.pop() {
             assert_eq!(t.reserve(), Some(i));
         }
-        assert_eq!(t.reserve(), Some(2000));
+        assert_eq!(t.reserve(), Some(n));
     }
 
     #[test]
