@@ -544,13 +544,13 @@ mod tests {
 
         proptest! {
             #![proptest_config(if cfg!(miri) {
-                ProptestConfig { cases: 4, failure_persistence: None, ..ProptestConfig::default() }
+                ProptestConfig { cases: 2, failure_persistence: None, ..ProptestConfig::default() }
             } else {
                 ProptestConfig { cases: 64, ..ProptestConfig::default() }
             })]
 
             #[test]
-            fn slabs_match_the_model(ops in prop::collection::vec(op(), 1..if cfg!(miri) { 150 } else { 2000 })) {
+            fn slabs_match_the_model(ops in prop::collection::vec(op(), 1..if cfg!(miri) { 100 } else { 2000 })) {
                 run(&ops)?;
             }
         }
