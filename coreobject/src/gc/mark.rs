@@ -24,10 +24,8 @@
 //! inners); with the rule off, it is built with today's rings of bare
 //! pointers, and the default path pays nothing per object for the option.
 //!
-//! The queue is breadth-first while it is short, and turns depth-first
-//! (newest entry first) past [`WIDE`] entries, so that a wide frontier does
-//! not queue most of the heap. A 10-million-object chain needs no call-stack
-//! depth at all. The same handle may be queued more than
+//! A 10-million-object chain needs 10 million queue *entries* on the heap,
+//! and no call-stack depth at all. The same handle may be queued more than
 //! once (it is marked only when popped, after validation); the bitmap test
 //! at pop makes the repeats cheap.
 
@@ -49,13 +47,6 @@ const RING: usize = 8;
 /// at push time would be too early: in breadth-first order the queue can
 /// hold a whole frontier, and the line would be evicted before its turn.
 const LOOKAHEAD: usize = 32;
-
-/// Queue length past which marking turns depth-first (pops the newest
-/// entry): breadth-first order keeps a whole frontier queued, which for a
-/// wide tree is most of the heap (8 bytes per object). Past this length the
-/// queue grows only by what each scan adds, so a collection's extra memory
-/// stays near `WIDE × 8` bytes (512 KiB) plus the bitmap, at any heap size.
-const WIDE: usize = 1 << 16;
 
 /// What the rings carry for each object to scan.
 trait Carry {
@@ -248,21 +239,14 @@ impl<'a> Marker<'a> {
     /// Pops and validates the next queued handle; marks it.
     #[inline(always)]
     fn pop_grey<C: Carry>(&mut self) -> Pop<C::Slot> {
-        let bits = if self.queue.len() <= WIDE {
-            let Some(bits) = self.queue.pop_front() else {
-                return Pop::Empty;
-            };
-            if let Some(&ahead) = self.queue.get(LOOKAHEAD) {
-                if let Some(item) = self.chunks.get(ahead as u32) {
-                    prefetch_line(item as *const _);
-                }
-            }
-            bits
-        } else {
-            // A wide frontier: newest first, so the queue stops growing.
-            // (Its items were prefetched when pushed.)
-            self.queue.pop_back().expect("the queue is not empty")
+        let Some(bits) = self.queue.pop_front() else {
+            return Pop::Empty;
         };
+        if let Some(&ahead) = self.queue.get(LOOKAHEAD) {
+            if let Some(item) = self.chunks.get(ahead as u32) {
+                prefetch_line(item as *const _);
+            }
+        }
         let (i, serial) = (bits as u32, (bits >> 32) as u32);
         if self.is_marked(i) {
             return Pop::Skip;
@@ -353,11 +337,6 @@ impl Visitor for Marker<'_> {
         let i = obj.index();
         if i >= self.high_water || self.is_marked(i) {
             return;
-        }
-        if self.queue.len() > WIDE {
-            if let Some(item) = self.chunks.get(i) {
-                prefetch_line(item as *const _);
-            }
         }
         self.queue.push_back(obj.to_bits());
     }
