@@ -146,6 +146,10 @@ struct WorldArgs {
     /// Random seed [default: 1].
     #[arg(long)]
     seed: Option<u64>,
+    /// coreobject's marking threads, `GcConfig::threads` (0 = all cores,
+    /// at most 16) [default: 1].
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -209,6 +213,7 @@ fn world_params(quick: bool, a: &WorldArgs) -> world::Params {
         edges: a.edges.unwrap_or(2),
         garbage_frac: a.garbage_frac.unwrap_or(0.10),
         seed: a.seed.unwrap_or(1),
+        threads: a.threads.unwrap_or(1),
     }
 }
 
@@ -224,6 +229,7 @@ fn run_world(s: &Settings, quick: bool, a: &WorldArgs) -> Result<WorkloadResult,
             ("edges", p.edges.to_string()),
             ("garbage_frac", p.garbage_frac.to_string()),
             ("seed", p.seed.to_string()),
+            ("threads", p.threads.to_string()),
             ("garbage", plan.garbage_count.to_string()),
             ("live", plan.live().to_string()),
             ("references", plan.edges().to_string()),

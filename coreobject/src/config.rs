@@ -128,6 +128,24 @@ pub struct GcConfig {
     /// assert!(!heap.contains(asset), "an outer alone keeps no inner");
     /// ```
     pub outer_keeps_inners: bool,
+    /// Threads that mark in a stop-the-world collection: 1 (the default)
+    /// marks on the collecting thread alone; 0 takes
+    /// [`available_parallelism`](std::thread::available_parallelism), at
+    /// most 16. With more than one, the drain of the mark phase runs on that
+    /// many workers (the collecting thread and scoped threads started for
+    /// it) with work stealing; what is marked, and so what is freed, is the
+    /// same for every count. Budgeted incremental slices
+    /// ([`incremental`](Self::incremental)) always mark on one thread; an
+    /// incremental cycle finished at once ([`Heap::collect`](crate::Heap::collect)
+    /// or a forced finish) uses the workers for its last drain. User
+    /// [`Trace`](crate::Trace) code then runs on the worker threads (objects
+    /// are `Sync`); a panic in it abandons the collection as on one thread.
+    pub threads: usize,
+    /// With [`threads`](Self::threads) above 1: mark on one thread anyway
+    /// when fewer objects than this are allocated when the cycle starts
+    /// (starting threads costs tens of microseconds; small heaps mark faster
+    /// alone). 50,000 by default.
+    pub parallel_threshold: usize,
 }
 
 impl GcConfig {
@@ -143,6 +161,8 @@ impl GcConfig {
         incremental_debt: Some(1.0),
         finish_destroy_timeout: Duration::from_secs(5),
         outer_keeps_inners: false,
+        threads: 1,
+        parallel_threshold: 50_000,
     };
 
     /// Collect only when asked.
@@ -169,6 +189,19 @@ impl GcConfig {
             return Err(ConfigError::Growth);
         }
         Ok(())
+    }
+}
+
+impl GcConfig {
+    /// The marking threads [`threads`](Self::threads) asks for: 0 means
+    /// [`available_parallelism`](std::thread::available_parallelism), at most 16.
+    pub fn mark_threads(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(16),
+            n => n,
+        }
     }
 }
 

@@ -54,6 +54,12 @@ impl Budget {
         false
     }
 
+    /// Whether this is [`unlimited`](Self::unlimited): a stop-the-world drain.
+    #[inline(always)]
+    pub(crate) fn is_unlimited(&self) -> bool {
+        self.work == usize::MAX && self.deadline.is_none()
+    }
+
     /// Whether the budget is spent.
     #[inline(always)]
     pub(crate) fn is_spent(&self) -> bool {

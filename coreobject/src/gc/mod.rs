@@ -96,6 +96,7 @@
 mod budget;
 pub(crate) mod debug;
 pub(crate) mod mark;
+mod par;
 pub(crate) mod stats;
 mod sweep;
 
@@ -120,6 +121,7 @@ use crate::trace::Visitor;
 
 use budget::Budget;
 pub(crate) use mark::Marker;
+pub(crate) use par::ParMarker;
 pub use stats::{CollectStats, GcTotals, Phase, PreCollect, Tick, Trigger};
 use sweep::Pending;
 
@@ -473,6 +475,7 @@ impl Collector {
             step: Step::Pool(0),
             stats: CollectStats {
                 trigger,
+                mark_threads: 1,
                 ..CollectStats::default()
             },
             hw,
@@ -587,6 +590,21 @@ impl Collector {
         let chunks = stage.array.chunks().clone();
         let inners = cycle.outer_keeps_inners.then_some(&*stage.inners);
         let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw, inners);
+        // Unbudgeted drains of a large enough heap run on several threads.
+        let threads =
+            if budget.is_unlimited() && cycle.live_at_start >= self.config.parallel_threshold {
+                self.config.mark_threads()
+            } else {
+                1
+            };
+        let drain = |marker: &mut Marker<'_>, budget: &mut Budget| {
+            if threads > 1 {
+                marker.drain_parallel(threads)
+            } else {
+                marker.drain(budget)
+            }
+        };
+        cycle.stats.mark_threads = cycle.stats.mark_threads.max(threads);
 
         // The pool's objects are permanent; what they reference stays alive.
         if let Step::Pool(from) = cycle.step {
@@ -616,7 +634,7 @@ impl Collector {
         }
 
         loop {
-            if !marker.drain(budget) {
+            if !drain(&mut marker, budget) {
                 cycle.stats.marked += std::mem::take(&mut marker.marked);
                 return false;
             }
@@ -696,7 +714,7 @@ impl Collector {
             // may still hold entries: stale handles and garbage objects are
             // queued by every look, and never marked.)
             let before = marker.marked;
-            if !marker.drain(budget) {
+            if !drain(&mut marker, budget) {
                 cycle.stats.marked += std::mem::take(&mut marker.marked);
                 return false;
             }
