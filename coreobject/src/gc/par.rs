@@ -9,11 +9,15 @@
 //! incremental slices stay single-threaded: a slice must stop at its budget
 //! with every marked object scanned, which the single marker does exactly.
 //!
-//! * **Work.** Each worker owns a LIFO deque ([`crossbeam_deque::Worker`]);
-//!   the handles queued before the drain (roots, pool and referencer
-//!   reports) seed a shared [`Injector`]. A worker with nothing left steals a
-//!   batch from the injector, then from the other workers' deques (FIFO end:
-//!   the oldest, likely largest, subgraphs).
+//! * **Work.** Each worker pushes what it visits on a private stack (no
+//!   atomics) and owns a LIFO deque ([`crossbeam_deque::Worker`]) others can
+//!   steal from; the handles queued before the drain (roots, pool and
+//!   referencer reports) seed a shared [`Injector`]. Every few dozen objects
+//!   a worker whose deque is empty looks whether another is hungry (counted
+//!   idle), and if so moves the older half of its stack to its deque. A
+//!   worker with nothing left steals a batch from the injector, then from
+//!   the other workers' deques (FIFO end: the oldest, likely largest,
+//!   subgraphs).
 //! * **Marks.** The collector's side bitmap is viewed as `[AtomicU64]` for
 //!   the drain. A handle is validated like the single marker does (serial,
 //!   not garbage, not in the pool), then claimed with `fetch_or`: exactly one
@@ -28,8 +32,8 @@
 //!   finds nothing to steal counts itself idle. While idle it looks for
 //!   visible work (injector or any deque not empty); if it sees some, it
 //!   un-counts itself and tries to steal. Work is only ever added to a
-//!   deque by its owner while the owner is busy, and the injector is never
-//!   refilled, so when all workers are counted idle no work exists anywhere,
+//!   deque or a stack by its owner while the owner is busy (not counted
+//!   idle), and the injector is never refilled, so when all workers are counted idle no work exists anywhere,
 //!   and none can appear: every worker then leaves.
 //! * **Panics.** A panic in user `Trace` code is caught on the worker, which
 //!   raises an abort flag that the others poll; after the scope has joined
@@ -62,8 +66,9 @@ const _: () = assert!(
         && std::mem::align_of::<AtomicU64>() == std::mem::align_of::<u64>()
 );
 
-/// Scans between two polls of the abort flag.
-const POLL_EVERY: usize = 256;
+/// Objects scanned between two looks at the abort flag and at whether
+/// another worker is hungry.
+const POLL_EVERY: usize = 64;
 
 /// Everything the workers share.
 pub(crate) struct Shared<'a> {
@@ -96,7 +101,12 @@ impl Shared<'_> {
 /// A worker's visitor: what `Trace` code sees on a marking thread.
 pub(crate) struct ParMarker<'a> {
     shared: &'a Shared<'a>,
+    /// The worker's shared deque: batches it gives away, and what it stole.
     local: Worker<u64>,
+    /// The worker's private stack: where `visit` pushes, with no atomics
+    /// (a pop from the shared deque costs a full fence, which would also
+    /// wait for the pipeline's loads in flight).
+    stack: Vec<u64>,
     marked: usize,
 }
 
@@ -203,6 +213,7 @@ fn work(shared: &Shared<'_>, local: Worker<u64>, me: usize) -> std::thread::Resu
         let mut m = ParMarker {
             shared,
             local,
+            stack: Vec::new(),
             marked: 0,
         };
         if shared.inners.is_some() {
@@ -230,7 +241,9 @@ impl ParMarker<'_> {
             loop {
                 // Stage 1: popped handles wait for their table item.
                 while h.len < RING {
-                    let Some(bits) = self.local.pop() else { break };
+                    let Some(bits) = self.stack.pop().or_else(|| self.local.pop()) else {
+                        break;
+                    };
                     if let Some(item) = self.shared.chunks.get(bits as u32) {
                         prefetch_line(item as *const _);
                     }
@@ -262,10 +275,26 @@ impl ParMarker<'_> {
                     if self.shared.abort.load(Ordering::Relaxed) {
                         return;
                     }
+                    self.share();
                 }
             }
             if !self.find_work(me) {
                 return;
+            }
+        }
+    }
+
+    /// When another worker is hungry and this one's shared deque is empty,
+    /// moves the older half of the private stack there, for stealing.
+    #[inline(always)]
+    fn share(&mut self) {
+        if self.stack.len() >= 2
+            && self.shared.idle.load(Ordering::Relaxed) > 0
+            && self.local.is_empty()
+        {
+            let half = self.stack.len() / 2;
+            for bits in self.stack.drain(..half) {
+                self.local.push(bits);
             }
         }
     }
@@ -365,7 +394,7 @@ impl ParMarker<'_> {
         }
     }
 
-    /// Called with the local deque and the rings empty: steals, or waits
+    /// Called with the stack, the local deque and the rings empty: steals, or waits
     /// idle until work shows up (`true`) or every worker is idle (`false`).
     fn find_work(&mut self, me: usize) -> bool {
         if self.steal(me) {
@@ -404,6 +433,6 @@ impl Visitor for ParMarker<'_> {
         if i >= self.shared.high_water || self.shared.is_marked(i) {
             return;
         }
-        self.local.push(obj.to_bits());
+        self.stack.push(obj.to_bits());
     }
 }
