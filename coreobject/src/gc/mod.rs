@@ -21,6 +21,14 @@
 //! Marks live in a side bitmap (one bit per slot), cleared with a `memset` of
 //! `slots / 8` bytes per cycle: for a million objects that is 128 KiB.
 //!
+//! With [`GcConfig::threads`] above 1, the unbudgeted drain of the mark
+//! phase (a stop-the-world collection, or the finish of an incremental
+//! cycle) runs on that many work-stealing workers over an atomic view of the
+//! same bitmap (module `gc/par.rs`), once at least
+//! [`GcConfig::parallel_threshold`] objects are alive when the cycle starts.
+//! Budgeted incremental slices always mark on the collecting thread. What is
+//! marked, and so what is freed, does not depend on the thread count.
+//!
 //! # Outers and inners
 //!
 //! An object created with an outer ([`Spawn::outer`](crate::Spawn::outer))

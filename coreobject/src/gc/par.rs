@@ -239,6 +239,14 @@ impl ParMarker<'_> {
         let mut until_poll = POLL_EVERY;
         loop {
             loop {
+                until_poll -= 1;
+                if until_poll == 0 {
+                    until_poll = POLL_EVERY;
+                    if self.shared.abort.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    self.share();
+                }
                 // Stage 1: popped handles wait for their table item.
                 while h.len < RING {
                     let Some(bits) = self.stack.pop().or_else(|| self.local.pop()) else {
@@ -268,14 +276,6 @@ impl ParMarker<'_> {
                     self.scan(p, key);
                 } else {
                     break;
-                }
-                until_poll -= 1;
-                if until_poll == 0 {
-                    until_poll = POLL_EVERY;
-                    if self.shared.abort.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    self.share();
                 }
             }
             if !self.find_work(me) {
