@@ -9,15 +9,17 @@
 //! incremental slices stay single-threaded: a slice must stop at its budget
 //! with every marked object scanned, which the single marker does exactly.
 //!
-//! * **Work.** Each worker pushes what it visits on a private stack (no
-//!   atomics) and owns a LIFO deque ([`crossbeam_deque::Worker`]) others can
-//!   steal from; the handles queued before the drain (roots, pool and
-//!   referencer reports) seed a shared [`Injector`]. Every few dozen objects
-//!   a worker whose deque is empty looks whether another is hungry (counted
-//!   idle), and if so moves the older half of its stack to its deque. A
-//!   worker with nothing left steals a batch from the injector, then from
-//!   the other workers' deques (FIFO end: the oldest, likely largest,
-//!   subgraphs).
+//! * **Work.** Each worker queues what it visits in a private FIFO (no
+//!   atomics; breadth-first, like the single marker: on graphs built in
+//!   creation order, as the bench's world is, depth-first order cost 35-40%
+//!   more per object through worse locality in the table) and owns a LIFO
+//!   deque ([`crossbeam_deque::Worker`]) others can steal from; the handles
+//!   queued before the drain (roots, pool and referencer reports) seed a
+//!   shared [`Injector`]. Every few dozen pipeline steps a worker whose deque
+//!   is empty looks whether another is hungry (counted idle), and if so
+//!   moves the older half of its queue to its deque. A worker with nothing
+//!   left steals a batch from the injector, then from the other workers'
+//!   deques.
 //! * **Marks.** The collector's side bitmap is viewed as `[AtomicU64]` for
 //!   the drain. A handle is validated like the single marker does (serial,
 //!   not garbage, not in the pool), then claimed with `fetch_or`: exactly one
@@ -32,7 +34,7 @@
 //!   finds nothing to steal counts itself idle. While idle it looks for
 //!   visible work (injector or any deque not empty); if it sees some, it
 //!   un-counts itself and tries to steal. Work is only ever added to a
-//!   deque or a stack by its owner while the owner is busy (not counted
+//!   deque or a private queue by its owner while the owner is busy (not counted
 //!   idle), and the injector is never refilled, so when all workers are counted idle no work exists anywhere,
 //!   and none can appear: every worker then leaves.
 //! * **Panics.** A panic in user `Trace` code is caught on the worker, which
@@ -103,10 +105,10 @@ pub(crate) struct ParMarker<'a> {
     shared: &'a Shared<'a>,
     /// The worker's shared deque: batches it gives away, and what it stole.
     local: Worker<u64>,
-    /// The worker's private stack: where `visit` pushes, with no atomics
+    /// The worker's private FIFO: where `visit` pushes, with no atomics
     /// (a pop from the shared deque costs a full fence, which would also
     /// wait for the pipeline's loads in flight).
-    stack: Vec<u64>,
+    queue: VecDeque<u64>,
     marked: usize,
 }
 
@@ -213,7 +215,7 @@ fn work(shared: &Shared<'_>, local: Worker<u64>, me: usize) -> std::thread::Resu
         let mut m = ParMarker {
             shared,
             local,
-            stack: Vec::new(),
+            queue: VecDeque::new(),
             marked: 0,
         };
         if shared.inners.is_some() {
@@ -249,7 +251,7 @@ impl ParMarker<'_> {
                 }
                 // Stage 1: popped handles wait for their table item.
                 while h.len < RING {
-                    let Some(bits) = self.stack.pop().or_else(|| self.local.pop()) else {
+                    let Some(bits) = self.queue.pop_front().or_else(|| self.local.pop()) else {
                         break;
                     };
                     if let Some(item) = self.shared.chunks.get(bits as u32) {
@@ -285,15 +287,15 @@ impl ParMarker<'_> {
     }
 
     /// When another worker is hungry and this one's shared deque is empty,
-    /// moves the older half of the private stack there, for stealing.
+    /// moves the older half of the private queue there, for stealing.
     #[inline(always)]
     fn share(&mut self) {
-        if self.stack.len() >= 2
+        if self.queue.len() >= 2
             && self.shared.idle.load(Ordering::Relaxed) > 0
             && self.local.is_empty()
         {
-            let half = self.stack.len() / 2;
-            for bits in self.stack.drain(..half) {
+            let half = self.queue.len() / 2;
+            for bits in self.queue.drain(..half) {
                 self.local.push(bits);
             }
         }
@@ -394,7 +396,7 @@ impl ParMarker<'_> {
         }
     }
 
-    /// Called with the stack, the local deque and the rings empty: steals, or waits
+    /// Called with the private queue, the local deque and the rings empty: steals, or waits
     /// idle until work shows up (`true`) or every worker is idle (`false`).
     fn find_work(&mut self, me: usize) -> bool {
         if self.steal(me) {
@@ -433,6 +435,6 @@ impl Visitor for ParMarker<'_> {
         if i >= self.shared.high_water || self.shared.is_marked(i) {
             return;
         }
-        self.stack.push(obj.to_bits());
+        self.queue.push_back(obj.to_bits());
     }
 }
