@@ -447,3 +447,37 @@ fn a_panic_on_a_worker_abandons_the_collection() {
     );
     assert!(all.iter().all(|&h| heap.contains(h)));
 }
+
+/// Many short drains on more workers than cores: exercises termination
+/// (workers going idle, seeing work, stealing) far more often than large
+/// heaps do. Every collection must mark exactly the reachable objects.
+#[test]
+fn many_small_drains_on_eight_workers_terminate_with_the_right_count() {
+    let mut rng = Rng(7);
+    for round in 0..200 {
+        let mut heap = Heap::with_config(HeapConfig {
+            gc: GcConfig {
+                threads: 8,
+                parallel_threshold: 0,
+                ..GcConfig::MANUAL
+            },
+            ..HeapConfig::DEFAULT
+        })
+        .unwrap();
+        let n = 1 + rng.below(300);
+        let hs: Vec<_> = (0..n).map(|_| heap.create(Node::default())).collect();
+        // A random tree over the first `reach` objects, hanging from object 0.
+        let reach = 1 + rng.below(n);
+        for k in 1..reach {
+            let parent = hs[rng.below(k)];
+            heap[parent].list.push(hs[k]);
+        }
+        heap.add_to_root(hs[0]).unwrap();
+        let s = heap.collect().unwrap();
+        assert_eq!(
+            (s.marked, s.freed, s.mark_threads),
+            (reach, n - reach, 8),
+            "round {round}"
+        );
+    }
+}
