@@ -347,7 +347,11 @@ struct RgTree {
 impl gc::Finalize for RgTree {}
 // SAFETY: marks both children.
 unsafe impl gc::Trace for RgTree {
-    gc::custom_trace!(this, unsafe { mark(&this.kids) });
+    gc::custom_trace!(
+        this,
+        // SAFETY: rust-gc's own marker, applied to both children, inside its `Trace`.
+        unsafe { mark(&this.kids) }
+    );
 }
 
 fn rg_make(d: u32) -> gc::Gc<RgTree> {

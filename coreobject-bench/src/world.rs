@@ -555,7 +555,11 @@ struct RgNode {
 impl gc::Finalize for RgNode {}
 // SAFETY: marks every `Gc` the node holds.
 unsafe impl gc::Trace for RgNode {
-    gc::custom_trace!(this, unsafe { mark(&this.refs) });
+    gc::custom_trace!(
+        this,
+        // SAFETY: rust-gc's own marker, applied to every `Gc` the node holds, inside its `Trace`.
+        unsafe { mark(&this.refs) }
+    );
 }
 
 // ----- dumpster ----------------------------------------------------------

@@ -87,6 +87,7 @@ pub struct FieldInfo {
 
 /// What the derive passes to [`Class::new`].
 #[doc(hidden)]
+#[derive(Debug)]
 pub struct ClassDesc {
     pub name: &'static str,
     /// `module_path!()::Type`, unique per type but for types local to
@@ -380,6 +381,12 @@ pub mod __private {
 
     /// Autoref specialization: picks the `Default` path when `T: Default`.
     pub struct Probe<T>(pub PhantomData<T>);
+
+    impl<T> std::fmt::Debug for Probe<T> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Probe")
+        }
+    }
 
     /// A type-erased `T::default()`.
     pub type MakeDefault = fn() -> Box<dyn Any + Send + Sync>;

@@ -70,6 +70,26 @@ pub enum PoolError {
     CreateAtWhileOpen,
 }
 
+/// Why [`Heap::create_at_with_serial`](crate::Heap::create_at_with_serial)
+/// refused a serial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SerialRefusal {
+    /// The serial's heap tag is not this heap's.
+    #[error("its heap tag is not this heap's")]
+    OtherHeap,
+    /// The generation lies outside the range this heap issues.
+    #[error("its generation lies outside the range this heap issues")]
+    OutOfRange,
+    /// The slot is retired: its generations ran out.
+    #[error("the slot is retired: its generations ran out")]
+    Retired,
+    /// Older than the slot's last occupant: handles to a later occupant
+    /// would resolve to the new object.
+    #[error("it is older than the slot's last occupant: handles to a later occupant would resolve to the new object")]
+    Older,
+}
+
 /// A [`HeapConfig`](crate::HeapConfig) value out of range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -132,7 +152,7 @@ pub enum Error {
         /// The serial asked for.
         serial: u32,
         /// Why.
-        reason: &'static str,
+        reason: SerialRefusal,
     },
     /// Another object with this outer already has this name.
     #[error("an object named {name:?} already exists under that outer")]

@@ -10,6 +10,7 @@ use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::{Index, IndexMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,8 +52,13 @@ pub struct Heap {
     array: ObjectArray,
     config: HeapConfig,
     names: RwLock<Names>,
-    /// The outer → inners index (objects created with an outer only).
+    /// The outer → inners index (objects created with an outer only), built
+    /// on first need (`for_each_with_outer`, or a cycle with
+    /// `GcConfig::outer_keeps_inners`) and kept from then on, so that programs
+    /// that use neither pay nothing at creation or free.
     inners: Mutex<Inners>,
+    /// Whether the index is built and kept.
+    inners_on: AtomicBool,
     listeners: Listeners,
     referencers: Vec<(HookId, Arc<dyn Referencer>)>,
     defaults: RwLock<HashMap<TypeId, AnyObj>>,
@@ -253,6 +259,7 @@ impl Heap {
             ),
             names: RwLock::new(Names::default()),
             inners: Mutex::new(Inners::default()),
+            inners_on: AtomicBool::new(false),
             listeners: Listeners::default(),
             referencers: Vec::new(),
             defaults: RwLock::new(HashMap::new()),
@@ -466,8 +473,36 @@ impl Heap {
     /// Files a new object under its outer (alive, checked by the caller; it
     /// cannot be freed meanwhile: that takes `&mut self`).
     fn note_inner(&self, outer: AnyObj, inner: AnyObj) {
-        self.inners.lock().insert(outer, inner);
-        self.array.at(outer.index()).set(flags::OUTER);
+        // SeqCst with `ensure_inners`: either this sees the index on, or the
+        // scan that turns it on sees this object (or both: duplicates are
+        // harmless and removed when read).
+        if self.inners_on.load(Ordering::SeqCst) {
+            self.inners.lock().insert(outer, inner);
+            self.array.at(outer.index()).set(flags::OUTER);
+        }
+    }
+
+    /// Builds the outer → inners index from the table, once.
+    fn ensure_inners(&self) {
+        if self.inners_on.load(Ordering::Acquire) {
+            return;
+        }
+        let mut index = self.inners.lock();
+        if self.inners_on.load(Ordering::SeqCst) {
+            return;
+        }
+        self.inners_on.store(true, Ordering::SeqCst);
+        for i in 0..self.array.high_water() {
+            let Some(o) = self.array.slot(&self.names, i) else {
+                continue;
+            };
+            if let Some(outer) = o.outer() {
+                if self.array.lookup(outer, 0).is_ok() {
+                    index.insert(outer, o.id());
+                    self.array.at(outer.index()).set(flags::OUTER);
+                }
+            }
+        }
     }
 
     fn notify_create(&self, obj: AnyObj) {
@@ -958,9 +993,11 @@ impl Heap {
     /// ```
     pub fn for_each_with_outer(&self, outer: impl Into<AnyObj>, mut f: impl FnMut(ObjectRef<'_>)) {
         let outer = outer.into();
+        self.ensure_inners();
         // Copied out, so that `f` runs with no lock held.
         let mut inners = self.inners.lock().of(outer.to_bits()).to_vec();
         inners.sort_unstable_by_key(|h| h.index());
+        inners.dedup();
         for h in inners {
             let Some(o) = self.array.slot(&self.names, h.index()) else {
                 continue;
@@ -1205,6 +1242,9 @@ impl Heap {
 
     /// Splits the heap into the collector and what it works on.
     fn stage(&mut self) -> (&mut Collector, Stage<'_>) {
+        if self.gc.config().outer_keeps_inners {
+            self.ensure_inners();
+        }
         (
             &mut self.gc,
             Stage {
@@ -1410,6 +1450,9 @@ impl Heap {
     // ----- debugging ------------------------------------------------------------
 
     fn reports(&self) -> Reports<'_> {
+        if self.gc.config().outer_keeps_inners {
+            self.ensure_inners();
+        }
         Reports {
             array: &self.array,
             names: &self.names,

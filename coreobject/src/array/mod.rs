@@ -30,7 +30,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::class::{Class, Object};
-use crate::error::ResolveError;
+use crate::error::{ResolveError, SerialRefusal};
 use crate::handle::{AnyObj, Obj};
 use crate::lifecycle::{guard, Caught};
 use crate::names::Names;
@@ -209,25 +209,21 @@ impl ObjectArray {
         }
         let (tag, generation) = (serial::tag(serial), serial::generation(serial));
         if tag != self.lease.tag {
-            return Err(refuse("its heap tag is not this heap's"));
+            return Err(refuse(SerialRefusal::OtherHeap));
         }
         if generation < self.lease.floor || generation > self.lease.limit {
-            return Err(refuse(
-                "its generation lies outside the range this heap issues",
-            ));
+            return Err(refuse(SerialRefusal::OutOfRange));
         }
         let current = self.item(index).map_or(0, Item::serial);
         if current == RETIRED {
-            return Err(refuse("the slot is retired: its generations ran out"));
+            return Err(refuse(SerialRefusal::Retired));
         }
         self.check_claim(index)?;
         if !self.table.claimable(index) {
             return Err(crate::Error::IndexTaken(index));
         }
         if current != 0 && serial < current - 1 {
-            return Err(refuse(
-                "it is older than the slot's last occupant: handles to a later occupant would resolve to the new object",
-            ));
+            return Err(refuse(SerialRefusal::Older));
         }
         let claimed = self.table.claim(index);
         debug_assert!(claimed, "claimable index refused");

@@ -60,6 +60,17 @@ impl Budget {
         self.work == usize::MAX && self.deadline.is_none()
     }
 
+    /// Takes one unit of work that ran user code (a destruction hook, a
+    /// delete listener, a `Drop`): the clock is read every
+    /// [`CLOCK_EVERY`]` / 16` of those, since each may cost microseconds.
+    #[inline(always)]
+    pub(crate) fn spend_costly(&mut self) -> bool {
+        if self.deadline.is_some() {
+            self.until_clock = self.until_clock.saturating_sub(15).max(1);
+        }
+        self.spend(1)
+    }
+
     /// Whether the budget is spent.
     #[inline(always)]
     pub(crate) fn is_spent(&self) -> bool {

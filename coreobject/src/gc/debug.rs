@@ -33,7 +33,8 @@ pub enum RootKind {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefLink {
-    /// The object.
+    /// The object (serialized as `{"index": …, "serial": …}`).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "serialize_handle"))]
     pub object: AnyObj,
     /// Its display name (its name, or `Class_index`).
     pub label: String,
@@ -55,6 +56,17 @@ pub struct RefChain {
     pub root: RootKind,
     /// From the root to the object asked about.
     pub links: Vec<RefLink>,
+}
+
+/// A handle in a report, as its index and serial: two numbers any JSON
+/// reader holds exactly (the packed 64 bits would not fit a double).
+#[cfg(feature = "serde")]
+fn serialize_handle<S: serde::Serializer>(h: &AnyObj, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    let mut st = s.serialize_struct("AnyObj", 2)?;
+    st.serialize_field("index", &h.index())?;
+    st.serialize_field("serial", &h.serial())?;
+    st.end()
 }
 
 impl fmt::Display for RefChain {

@@ -56,6 +56,16 @@ fn handle_of(item: &Item, index: u32) -> AnyObj {
     AnyObj::new(index, serial)
 }
 
+/// What handling one slot cost.
+enum Cost {
+    /// Nothing to do there.
+    Skip,
+    /// Flags and bookkeeping.
+    Cheap,
+    /// User code ran (a hook, a delete listener).
+    Costly,
+}
+
 /// Calls `f` on each zero bit of `marks` from `start` up to `to`, charging
 /// the budget one unit per bitmap word and one per object `f` reports it
 /// handled. Returns where to resume when the budget runs out, or `None` once
@@ -66,7 +76,7 @@ fn walk_zeros(
     start: u32,
     to: u32,
     budget: &mut Budget,
-    mut f: impl FnMut(u32) -> bool,
+    mut f: impl FnMut(u32) -> Cost,
 ) -> Option<u32> {
     let mut w = start as usize / 64;
     // Bits below `start` in its word are done already.
@@ -78,7 +88,12 @@ fn walk_zeros(
             if i >= to {
                 return None;
             }
-            if f(i) && budget.spend(1) {
+            let spent = match f(i) {
+                Cost::Skip => false,
+                Cost::Cheap => budget.spend(1),
+                Cost::Costly => budget.spend_costly(),
+            };
+            if spent {
                 return Some(i + 1);
             }
         }
@@ -112,13 +127,13 @@ impl Collector {
                     let stats = &mut cycle.stats;
                     let resume = walk_zeros(&array.condemned.marks, start, to, budget, |i| {
                         let Some(item) = array.item(i) else {
-                            return false;
+                            return Cost::Skip;
                         };
                         let f = item.flags();
                         if item.object().is_none()
                             || f & (flags::DISREGARD | flags::UNREACHABLE | flags::BORN) != 0
                         {
-                            return false;
+                            return Cost::Skip;
                         }
                         item.set(flags::UNREACHABLE);
                         stats.unreachable += 1;
@@ -136,8 +151,9 @@ impl Collector {
                                 since: ts,
                                 warned: false,
                             });
+                            return Cost::Costly;
                         }
-                        true
+                        Cost::Cheap
                     });
                     if let Some(next) = resume {
                         cycle.step = Step::Sweep(next);
@@ -166,7 +182,7 @@ impl Collector {
                         } else {
                             cycle.waiting.push(Pending { ..*p });
                         }
-                        if budget.spend(1) {
+                        if budget.spend_costly() {
                             cycle.step = Step::Poll(k);
                             cycle.stats.destroy += tf.elapsed();
                             return false;
@@ -182,7 +198,7 @@ impl Collector {
                     while k < cycle.ready.len() {
                         finish(stage, cycle.ready[k], caught);
                         k += 1;
-                        if budget.spend(1) {
+                        if budget.spend_costly() {
                             cycle.step = Step::Finish(k);
                             cycle.stats.destroy += tf.elapsed();
                             return false;
@@ -198,15 +214,16 @@ impl Collector {
                     let stats = &mut cycle.stats;
                     let resume = walk_zeros(&marks, start, to, budget, |i| {
                         let Some(item) = stage.array.item(i) else {
-                            return false;
+                            return Cost::Skip;
                         };
                         let f = item.flags();
                         if item.object().is_none()
                             || f & flags::UNREACHABLE == 0
                             || f & (flags::HOOKS | flags::FINISHED) == flags::HOOKS
                         {
-                            return false;
+                            return Cost::Skip;
                         }
+                        let costly = f & flags::HOOKS != 0 || !stage.listeners.delete.is_empty();
                         if let Some(p) = stage
                             .array
                             .item(i + 8)
@@ -217,7 +234,11 @@ impl Collector {
                         }
                         stats.freed_bytes += free_one(stage, i, caught);
                         stats.freed += 1;
-                        true
+                        if costly {
+                            Cost::Costly
+                        } else {
+                            Cost::Cheap
+                        }
                     });
                     stage.array.condemned.marks = marks;
                     cycle.stats.destroy += tf.elapsed();
@@ -285,9 +306,9 @@ fn poll(
     let item = stage.array.at(p.index);
     let ptr = item.object().expect("pending object still allocated");
     let mut ready = true;
-    // SAFETY: `ptr` is live and of its header's class; the purge holds the heap
-    // exclusively.
     guard(caught, || {
+        // SAFETY: `ptr` is live and of its header's class; the purge holds the
+        // heap exclusively.
         ready = unsafe { (ptr.as_ref().class.vt.is_ready)(ptr) }
     });
     if !ready && !p.warned && p.since.elapsed() >= timeout {
