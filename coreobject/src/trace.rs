@@ -5,7 +5,7 @@
 //! [`Visitor`]. `#[derive(Object)]` and `#[derive(Trace)]` write the
 //! implementation for you, field by field, so a handle field you forgot to
 //! annotate is still traced: the only ways *not* to trace a field are an
-//! explicit `#[object(skip)]` or a [`Weak`](crate::Weak) handle.
+//! explicit `#[object(skip)]` or a [`Weak`] handle.
 //!
 //! `Trace` is a safe trait. A wrong implementation cannot cause undefined
 //! behaviour, because handles never dangle: an object whose reference was not
@@ -101,9 +101,9 @@ use crate::handle::{AnyObj, Obj, Weak};
 pub enum RefKind {
     /// Plain data: no handles inside.
     Plain,
-    /// A strong handle ([`Obj`](crate::Obj) or [`AnyObj`]): keeps its target alive.
+    /// A strong handle ([`Obj`] or [`AnyObj`]): keeps its target alive.
     Strong,
-    /// A weak handle ([`Weak`](crate::Weak)): does not keep its target alive.
+    /// A weak handle ([`Weak`]): does not keep its target alive.
     Weak,
     /// A container (`Vec`, `Option`, map, set, array, `Box`) with handles inside.
     Container,

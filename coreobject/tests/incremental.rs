@@ -18,7 +18,7 @@
 //! handle on the stack is not a root, so storing it would be a resurrection
 //! the collector is free to miss (the store then holds a stale handle).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap as HashMap, BTreeSet as HashSet};
 use std::sync::{Arc, Mutex};
 
 use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Obj, Object, Referencer, StrongObj, Visitor};
@@ -370,6 +370,26 @@ fn incremental_matches_the_model() {
         20_000
     };
     for seed in 1..=8u64 {
+        run(seed * 0x9e37_79b9, ops);
+    }
+}
+
+#[test]
+#[ignore = "search: SEEDS=a..b"]
+fn incremental_seed_search() {
+    let from: u64 = std::env::var("FROM")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let to: u64 = std::env::var("TO")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    let ops: usize = std::env::var("OPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
+    for seed in from..to {
         run(seed * 0x9e37_79b9, ops);
     }
 }

@@ -671,7 +671,10 @@ impl Collector {
                 cycle.born_seen += 1;
                 marker.set_mark(i);
                 let item = chunks.at(i);
-                if item.flags() & flags::DEAD == 0 {
+                // Scanned even if marked as garbage since: it survives this
+                // cycle, so what it references must too (else clearing the
+                // mark later would expose freed children).
+                if item.flags() & flags::UNREACHABLE == 0 {
                     if let Some(p) = item.object() {
                         marker.scan_slot(i, item, p);
                     }
@@ -686,7 +689,7 @@ impl Collector {
             while let Some(i) = self.regrey.pop() {
                 let item = chunks.at(i);
                 let f = item.clear(flags::REGREY);
-                if f & flags::DEAD == 0
+                if f & flags::UNREACHABLE == 0
                     && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
                 {
                     if let Some(p) = item.object() {
@@ -705,7 +708,7 @@ impl Collector {
                 for &i in self.interior.lock().iter() {
                     let item = chunks.at(i);
                     let f = item.flags();
-                    if f & flags::DEAD == 0
+                    if f & flags::UNREACHABLE == 0
                         && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
                     {
                         if let Some(p) = item.object() {
