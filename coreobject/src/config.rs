@@ -132,8 +132,8 @@ pub struct GcConfig {
     /// marks on the collecting thread alone; 0 takes
     /// [`available_parallelism`](std::thread::available_parallelism), at
     /// most 16. With more than one, the drain of the mark phase runs on that
-    /// many workers (the collecting thread and scoped threads started for
-    /// it) with work stealing; what is marked, and so what is freed, is the
+    /// many workers (the collecting thread and the threads of a pool the
+    /// heap starts on its first parallel drain and keeps) with work stealing; what is marked, and so what is freed, is the
     /// same for every count. Budgeted incremental slices
     /// ([`incremental`](Self::incremental)) always mark on one thread; an
     /// incremental cycle finished at once ([`Heap::collect`](crate::Heap::collect)
@@ -143,8 +143,8 @@ pub struct GcConfig {
     pub threads: usize,
     /// With [`threads`](Self::threads) above 1: mark on one thread anyway
     /// when fewer objects than this are allocated when the cycle starts
-    /// (starting threads costs tens of microseconds; small heaps mark faster
-    /// alone). 50,000 by default.
+    /// (waking the pool's threads and waiting for them to finish costs tens
+    /// of microseconds; small heaps mark faster alone). 50,000 by default.
     pub parallel_threshold: usize,
 }
 

@@ -289,25 +289,28 @@ impl<'a> Marker<'a> {
         }
     }
 
-    /// [`drain`](Self::drain) without a budget, on `threads` workers (see
-    /// module `gc/par.rs`). Always runs the queue dry.
+    /// [`drain`](Self::drain) on the pool's workers and this thread (see
+    /// module `gc/par.rs`), under the same budget and with the same promise:
+    /// every object marked has been scanned when it returns.
     ///
     /// # Panics
     /// Resumes a panic raised by `Trace` code on any worker.
-    pub(crate) fn drain_parallel(&mut self, threads: usize) -> bool {
+    pub(crate) fn drain_parallel(&mut self, pool: &super::par::Pool, budget: &mut Budget) -> bool {
         if self.queue.is_empty() {
-            // Nothing to start threads for (the last look usually finds nothing).
-            return true;
+            // Nothing to wake workers for (the last look usually finds nothing).
+            return !budget.is_spent();
         }
-        self.marked += super::par::drain(
+        let (marked, dry) = super::par::drain(
             self.chunks,
             self.bits,
             self.queue,
             self.high_water,
             self.inners,
-            threads,
+            pool,
+            budget,
         );
-        true
+        self.marked += marked;
+        dry
     }
 
     /// [`drain`](Self::drain), with rings carrying `C`.

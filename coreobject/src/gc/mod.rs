@@ -234,6 +234,9 @@ pub(crate) struct Collector {
     since_last: Duration,
     pre: Vec<(HookId, PreHook)>,
     post: Vec<(HookId, PostHook)>,
+    /// The parallel marker's worker threads, started on the first parallel
+    /// drain and kept (rebuilt when the thread count changes).
+    pool: Option<par::Pool>,
 }
 
 impl Collector {
@@ -258,6 +261,7 @@ impl Collector {
             since_last: Duration::ZERO,
             pre: Vec::new(),
             post: Vec::new(),
+            pool: None,
         }
     }
 
@@ -595,9 +599,6 @@ impl Collector {
     ) -> bool {
         stage.array.sync();
         stage.array.take_born(&mut cycle.born);
-        let chunks = stage.array.chunks().clone();
-        let inners = cycle.outer_keeps_inners.then_some(&*stage.inners);
-        let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw, inners);
         // Unbudgeted drains of a large enough heap run on several threads.
         let threads =
             if budget.is_unlimited() && cycle.live_at_start >= self.config.parallel_threshold {
@@ -605,14 +606,22 @@ impl Collector {
             } else {
                 1
             };
-        let drain = |marker: &mut Marker<'_>, budget: &mut Budget| {
-            if threads > 1 {
-                marker.drain_parallel(threads)
-            } else {
-                marker.drain(budget)
-            }
+        if threads > 1 && self.pool.as_ref().map(par::Pool::threads) != Some(threads) {
+            // A pool whose threads cannot start leaves marking on this thread.
+            self.pool = par::Pool::new(threads);
+        }
+        let pool = self.pool.as_ref().filter(|_| threads > 1);
+        let chunks = stage.array.chunks().clone();
+        let inners = cycle.outer_keeps_inners.then_some(&*stage.inners);
+        let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw, inners);
+        let drain = |marker: &mut Marker<'_>, budget: &mut Budget| match pool {
+            Some(pool) => marker.drain_parallel(pool, budget),
+            None => marker.drain(budget),
         };
-        cycle.stats.mark_threads = cycle.stats.mark_threads.max(threads);
+        cycle.stats.mark_threads = cycle
+            .stats
+            .mark_threads
+            .max(pool.map_or(1, par::Pool::threads));
 
         // The pool's objects are permanent; what they reference stays alive.
         if let Step::Pool(from) = cycle.step {
