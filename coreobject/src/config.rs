@@ -128,16 +128,15 @@ pub struct GcConfig {
     /// assert!(!heap.contains(asset), "an outer alone keeps no inner");
     /// ```
     pub outer_keeps_inners: bool,
-    /// Threads that mark in a stop-the-world collection: 1 (the default)
+    /// Threads that mark: 1 (the default)
     /// marks on the collecting thread alone; 0 takes
     /// [`available_parallelism`](std::thread::available_parallelism), at
     /// most 16. With more than one, the drain of the mark phase runs on that
     /// many workers (the collecting thread and the threads of a pool the
     /// heap starts on its first parallel drain and keeps) with work stealing; what is marked, and so what is freed, is the
     /// same for every count. Budgeted incremental slices
-    /// ([`incremental`](Self::incremental)) always mark on one thread; an
-    /// incremental cycle finished at once ([`Heap::collect`](crate::Heap::collect)
-    /// or a forced finish) uses the workers for its last drain. User
+    /// ([`incremental`](Self::incremental)) use the workers too, within the
+    /// slice's budget: the slice's wall time is what it bounds. User
     /// [`Trace`](crate::Trace) code then runs on the worker threads (objects
     /// are `Sync`); a panic in it abandons the collection as on one thread.
     pub threads: usize,

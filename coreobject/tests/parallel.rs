@@ -481,3 +481,52 @@ fn many_small_drains_on_eight_workers_terminate_with_the_right_count() {
         );
     }
 }
+
+/// Budgeted slices on two workers: each marking slice stops near its
+/// budget, with what it marked scanned and the rest of its work kept for the
+/// next slice, and the cycle marks exactly what one thread marks.
+#[test]
+fn budgeted_slices_on_two_threads_stop_near_the_budget_and_lose_nothing() {
+    const N: usize = 100_000;
+    const BUDGET: usize = 2_000;
+    let mut heap = Heap::with_config(HeapConfig {
+        gc: GcConfig {
+            threads: 2,
+            parallel_threshold: 0,
+            incremental_debt: None,
+            ..GcConfig::MANUAL
+        },
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap();
+    let root = heap.create(Node::default());
+    heap.add_to_root(root).unwrap();
+    let mut all = vec![root];
+    for i in 1..N {
+        let h = heap.create(Node::default());
+        let parent = all[(i - 1) / 3];
+        heap[parent].list.push(h);
+        all.push(h);
+    }
+    let garbage: Vec<_> = (0..N / 10).map(|_| heap.create(Node::default())).collect();
+    let mut marking_slices = 0;
+    let stats = loop {
+        let marking = heap.gc_phase() != coreobject::Phase::Purge;
+        let t = heap.step(BUDGET);
+        if marking && t.phase != coreobject::Phase::Purge && t.completed.is_none() {
+            marking_slices += 1;
+            // A poll interval of pops per worker, and its rings, past the budget.
+            assert!(t.work <= BUDGET + 2 * 64 + 2 * 16, "slice did {}", t.work);
+        }
+        if let Some(s) = t.completed {
+            break s;
+        }
+    };
+    assert_eq!(
+        (stats.marked, stats.freed, stats.mark_threads),
+        (N, N / 10, 2)
+    );
+    assert!(marking_slices >= N / BUDGET / 2, "{marking_slices} slices");
+    assert!(all.iter().all(|&h| heap.contains(h)));
+    assert!(garbage.iter().all(|&g| !heap.contains(g)));
+}

@@ -54,12 +54,6 @@ impl Budget {
         false
     }
 
-    /// Whether this is [`unlimited`](Self::unlimited): a stop-the-world drain.
-    #[inline(always)]
-    pub(crate) fn is_unlimited(&self) -> bool {
-        self.work == usize::MAX && self.deadline.is_none()
-    }
-
     /// Takes one unit of work that ran user code (a destruction hook, a
     /// delete listener, a `Drop`): the clock is read every
     /// [`CLOCK_EVERY`]` / 16` of those, since each may cost microseconds.

@@ -21,13 +21,16 @@
 //! Marks live in a side bitmap (one bit per slot), cleared with a `memset` of
 //! `slots / 8` bytes per cycle: for a million objects that is 128 KiB.
 //!
-//! With [`GcConfig::threads`] above 1, the unbudgeted drain of the mark
-//! phase (a stop-the-world collection, or the finish of an incremental
-//! cycle) runs on that many work-stealing workers over an atomic view of the
-//! same bitmap (module `gc/par.rs`), once at least
+//! With [`GcConfig::threads`] above 1, the drains of the mark phase's work
+//! queue (all of a stop-the-world collection's; each incremental slice's,
+//! under its budget) run on that many work-stealing workers over an atomic
+//! view of the same bitmap (module `gc/par.rs`), once at least
 //! [`GcConfig::parallel_threshold`] objects are alive when the cycle starts.
-//! Budgeted incremental slices always mark on the collecting thread. What is
-//! marked, and so what is freed, does not depend on the thread count.
+//! A budgeted parallel drain ends with every object it marked scanned and
+//! the rest of its work back in the collector's queue, as a single-threaded
+//! one does. The pool scan, the re-scans and the referencer reports stay on
+//! the collecting thread. What is marked, and so what is freed, does not
+//! depend on the thread count.
 //!
 //! # Outers and inners
 //!
@@ -599,13 +602,12 @@ impl Collector {
     ) -> bool {
         stage.array.sync();
         stage.array.take_born(&mut cycle.born);
-        // Unbudgeted drains of a large enough heap run on several threads.
-        let threads =
-            if budget.is_unlimited() && cycle.live_at_start >= self.config.parallel_threshold {
-                self.config.mark_threads()
-            } else {
-                1
-            };
+        // Drains of a large enough heap run on several threads, budgeted or not.
+        let threads = if cycle.live_at_start >= self.config.parallel_threshold {
+            self.config.mark_threads()
+        } else {
+            1
+        };
         if threads > 1 && self.pool.as_ref().map(par::Pool::threads) != Some(threads) {
             // A pool whose threads cannot start leaves marking on this thread.
             self.pool = par::Pool::new(threads);

@@ -2,10 +2,10 @@
 //!
 //! With [`GcConfig::threads`](crate::GcConfig::threads) above 1 and at least
 //! [`GcConfig::parallel_threshold`](crate::GcConfig::parallel_threshold)
-//! objects alive when the cycle started, an *unbudgeted* drain of the work
-//! queue (a stop-the-world collection, or an incremental cycle forced to
-//! finish) runs here instead of on [`Marker`](super::Marker). The drain can
-//! also stop at a budget (below); budgeted slices do not use it yet.
+//! objects alive when the cycle started, every drain of the work queue runs
+//! here instead of on [`Marker`](super::Marker): the whole of a
+//! stop-the-world collection's, and in an incremental cycle each slice's,
+//! under the slice's budget, which then bounds the slice's wall time.
 //!
 //! * **Work.** Each worker queues what it visits in a private FIFO (no
 //!   atomics; breadth-first, like the single marker: on graphs built in
