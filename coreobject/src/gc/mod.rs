@@ -133,6 +133,10 @@ use crate::trace::Visitor;
 use budget::Budget;
 pub(crate) use mark::Marker;
 pub(crate) use par::ParMarker;
+/// The parallel marker's termination protocol, for `tests/loom.rs`.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use par::Termination;
 pub use stats::{CollectStats, GcTotals, Phase, PreCollect, Tick, Trigger};
 use sweep::Pending;
 
