@@ -132,7 +132,7 @@ enum Workload {
     All,
 }
 
-#[derive(Args, Debug, Default)]
+#[derive(Args, Debug, Default, Clone)]
 struct WorldArgs {
     /// Objects [default: 1000000; --quick: 100000].
     #[arg(long)]
@@ -147,9 +147,10 @@ struct WorldArgs {
     #[arg(long)]
     seed: Option<u64>,
     /// coreobject's marking threads, `GcConfig::threads` (0 = all cores,
-    /// at most 16) [default: 1].
-    #[arg(long)]
-    threads: Option<usize>,
+    /// at most 16), comma-separated for one run each: the first is reported
+    /// as `world`, the others as `world-<n>t` [default: 1].
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<usize>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -213,7 +214,7 @@ fn world_params(quick: bool, a: &WorldArgs) -> world::Params {
         edges: a.edges.unwrap_or(2),
         garbage_frac: a.garbage_frac.unwrap_or(0.10),
         seed: a.seed.unwrap_or(1),
-        threads: a.threads.unwrap_or(1),
+        threads: a.threads.first().copied().unwrap_or(1),
     }
 }
 
@@ -489,7 +490,26 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
     let quick = cli.common.quick;
     let one = |r: Result<WorkloadResult, String>| r.map(|w| vec![w]);
     match &cli.workload {
-        Workload::World(a) => one(run_world(settings, quick, a)),
+        Workload::World(a) => {
+            let counts = if a.threads.is_empty() {
+                vec![1]
+            } else {
+                a.threads.clone()
+            };
+            let mut all = Vec::new();
+            for (k, &t) in counts.iter().enumerate() {
+                let one_count = WorldArgs {
+                    threads: vec![t],
+                    ..a.clone()
+                };
+                let mut w = run_world(settings, quick, &one_count)?;
+                if k > 0 {
+                    w.name = format!("world-{t}t");
+                }
+                all.push(w);
+            }
+            Ok(all)
+        }
         Workload::Incremental(a) => run_incremental(settings, quick, a),
         Workload::Weak(a) => one(run_weak(settings, quick, a)),
         Workload::BinaryTrees(a) => one(run_trees(settings, quick, a)),

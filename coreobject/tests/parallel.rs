@@ -3,7 +3,8 @@
 //! cores) frees the same objects and marks the same count, which is also
 //! what a breadth-first search of a model graph finds; large chains and
 //! fan-outs mark on two threads; a panic in `Trace` code on a worker
-//! abandons the collection and frees nothing.
+//! abandons the collection and frees nothing. Sized down under miri
+//! (`cfg!(miri)`), which runs the workers as threads too.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -107,12 +108,18 @@ fn run(seed: u64, threads: usize, outer_keeps_inners: bool) -> Trace {
     heap.close_disregard_for_gc();
 
     let mut out = Trace::new();
-    for _round in 0..6 {
+    let rounds = if cfg!(miri) { 2 } else { 6 };
+    for _round in 0..rounds {
         // Grow.
         let mut live: Vec<usize> = (0..ms.len())
             .filter(|&i| ms[i].alive && !ms[i].pool && !ms[i].garbage)
             .collect();
-        for _ in 0..rng.below(1500) + 200 {
+        let grow = if cfg!(miri) {
+            rng.below(60) + 20
+        } else {
+            rng.below(1500) + 200
+        };
+        for _ in 0..grow {
             let outer = (!live.is_empty() && rng.chance(20)).then(|| live[rng.below(live.len())]);
             let h = match outer {
                 Some(o) => heap.spawn(Node::default()).outer(ms[o].h).create().unwrap(),
@@ -268,7 +275,8 @@ fn run(seed: u64, threads: usize, outer_keeps_inners: bool) -> Trace {
 
 #[test]
 fn thread_counts_free_the_same_objects() {
-    for seed in 1..=6 {
+    let seeds = if cfg!(miri) { 1 } else { 6 };
+    for seed in 1..=seeds {
         let one = run(seed, 1, false);
         assert_eq!(run(seed, 2, false), one, "seed {seed}, 2 threads");
         assert_eq!(run(seed, 4, false), one, "seed {seed}, 4 threads");
@@ -277,7 +285,8 @@ fn thread_counts_free_the_same_objects() {
 
 #[test]
 fn thread_counts_free_the_same_objects_when_outers_keep_inners() {
-    for seed in 11..=13 {
+    let last = if cfg!(miri) { 11 } else { 13 };
+    for seed in 11..=last {
         let one = run(seed, 1, true);
         assert_eq!(run(seed, 2, true), one, "seed {seed}, 2 threads");
         assert_eq!(run(seed, 4, true), one, "seed {seed}, 4 threads");
@@ -317,6 +326,8 @@ fn two_threads() -> Heap {
     Heap::with_config(HeapConfig {
         gc: GcConfig {
             threads: 2,
+            // The heaps here are above the default threshold, but not under miri.
+            parallel_threshold: 0,
             ..GcConfig::MANUAL
         },
         ..HeapConfig::DEFAULT
@@ -326,7 +337,7 @@ fn two_threads() -> Heap {
 
 #[test]
 fn a_million_object_chain_on_two_threads() {
-    const N: usize = 1_000_000;
+    const N: usize = if cfg!(miri) { 300 } else { 1_000_000 };
     let mut heap = two_threads();
     let head = heap.create(Node::default());
     heap.add_to_root(head).unwrap();
@@ -350,7 +361,7 @@ fn a_million_object_chain_on_two_threads() {
 
 #[test]
 fn a_wide_fan_out_on_two_threads() {
-    const N: usize = 400_000;
+    const N: usize = if cfg!(miri) { 400 } else { 400_000 };
     let mut heap = two_threads();
     let hub = heap.create(Node::default());
     heap.add_to_root(hub).unwrap();
@@ -396,7 +407,8 @@ fn a_panic_on_a_worker_abandons_the_collection() {
     struct Bomb {
         kids: Vec<Obj<Bomb>>,
     }
-    const N: usize = 200_000;
+    const N: usize = if cfg!(miri) { 300 } else { 200_000 };
+    const GARBAGE: usize = if cfg!(miri) { 20 } else { 1000 };
     let mut heap = two_threads();
     let root = heap.create(Bomb::default());
     heap.add_to_root(root).unwrap();
@@ -415,13 +427,13 @@ fn a_panic_on_a_worker_abandons_the_collection() {
     let (err, garbage) = loop {
         attempts += 1;
         assert!(attempts <= 50, "no worker thread ever traced an object");
-        let garbage: Vec<_> = (0..1000).map(|_| heap.create(Bomb::default())).collect();
+        let garbage: Vec<_> = (0..GARBAGE).map(|_| heap.create(Bomb::default())).collect();
         ARMED.store(true, Ordering::SeqCst);
         let len = heap.len();
         match catch_unwind(AssertUnwindSafe(|| heap.collect())) {
             Ok(s) => {
                 let s = s.unwrap();
-                assert_eq!((s.marked, s.freed), (N, 1000));
+                assert_eq!((s.marked, s.freed), (N, GARBAGE));
                 ARMED.store(false, Ordering::SeqCst);
             }
             Err(err) => {
@@ -443,7 +455,7 @@ fn a_panic_on_a_worker_abandons_the_collection() {
     let s = heap.collect().unwrap();
     assert_eq!(
         (s.roots, s.marked, s.freed, s.mark_threads),
-        (1, N, 1000, 2)
+        (1, N, GARBAGE, 2)
     );
     assert!(all.iter().all(|&h| heap.contains(h)));
 }
@@ -454,7 +466,8 @@ fn a_panic_on_a_worker_abandons_the_collection() {
 #[test]
 fn many_small_drains_on_eight_workers_terminate_with_the_right_count() {
     let mut rng = Rng(7);
-    for round in 0..200 {
+    let rounds = if cfg!(miri) { 4 } else { 200 };
+    for round in 0..rounds {
         let mut heap = Heap::with_config(HeapConfig {
             gc: GcConfig {
                 threads: 8,
@@ -487,8 +500,8 @@ fn many_small_drains_on_eight_workers_terminate_with_the_right_count() {
 /// next slice, and the cycle marks exactly what one thread marks.
 #[test]
 fn budgeted_slices_on_two_threads_stop_near_the_budget_and_lose_nothing() {
-    const N: usize = 100_000;
-    const BUDGET: usize = 2_000;
+    const N: usize = if cfg!(miri) { 600 } else { 100_000 };
+    const BUDGET: usize = if cfg!(miri) { 40 } else { 2_000 };
     let mut heap = Heap::with_config(HeapConfig {
         gc: GcConfig {
             threads: 2,
