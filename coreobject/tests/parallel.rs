@@ -4,7 +4,14 @@
 //! what a breadth-first search of a model graph finds; large chains and
 //! fan-outs mark on two threads; a panic in `Trace` code on a worker
 //! abandons the collection and frees nothing. Sized down under miri
-//! (`cfg!(miri)`), which runs the workers as threads too.
+//! (`cfg!(miri)`), which runs the workers as threads too; but miri stops
+//! inside the dependencies first: with `-Zmiri-strict-provenance`,
+//! crossbeam-epoch's tagged pointers (rayon's and our deques) are
+//! integer-to-pointer casts; under Stacked Borrows its intrusive list is
+//! flagged; under Tree Borrows with permissive provenance the chain, panic
+//! and fan-out tests pass and then rayon's `in_place_scope` is flagged for
+//! freeing the scope while a finished job's frame still holds a protected
+//! reference to it (rayon-core's code, as in its issues #952 and #1008).
 
 use std::collections::{BTreeSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
