@@ -145,7 +145,7 @@ struct ScaleArgs {
     sizes: Vec<usize>,
 }
 
-#[derive(Args, Debug, Default)]
+#[derive(Args, Debug, Default, Clone)]
 struct WorldArgs {
     /// Objects [default: 1000000; --quick: 100000].
     #[arg(long)]
@@ -159,6 +159,11 @@ struct WorldArgs {
     /// Random seed [default: 1].
     #[arg(long)]
     seed: Option<u64>,
+    /// coreobject's marking threads, `GcConfig::threads` (0 = all cores,
+    /// at most 16), comma-separated for one run each: the first is reported
+    /// as `world`, the others as `world-<n>t` [default: 1].
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<usize>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -222,6 +227,7 @@ fn world_params(quick: bool, a: &WorldArgs) -> world::Params {
         edges: a.edges.unwrap_or(2),
         garbage_frac: a.garbage_frac.unwrap_or(0.10),
         seed: a.seed.unwrap_or(1),
+        threads: a.threads.first().copied().unwrap_or(1),
     }
 }
 
@@ -237,6 +243,7 @@ fn run_world(s: &Settings, quick: bool, a: &WorldArgs) -> Result<WorkloadResult,
             ("edges", p.edges.to_string()),
             ("garbage_frac", p.garbage_frac.to_string()),
             ("seed", p.seed.to_string()),
+            ("threads", p.threads.to_string()),
             ("garbage", plan.garbage_count.to_string()),
             ("live", plan.live().to_string()),
             ("references", plan.edges().to_string()),
@@ -496,7 +503,26 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
     let quick = cli.common.quick;
     let one = |r: Result<WorkloadResult, String>| r.map(|w| vec![w]);
     match &cli.workload {
-        Workload::World(a) => one(run_world(settings, quick, a)),
+        Workload::World(a) => {
+            let counts = if a.threads.is_empty() {
+                vec![1]
+            } else {
+                a.threads.clone()
+            };
+            let mut all = Vec::new();
+            for (k, &t) in counts.iter().enumerate() {
+                let one_count = WorldArgs {
+                    threads: vec![t],
+                    ..a.clone()
+                };
+                let mut w = run_world(settings, quick, &one_count)?;
+                if k > 0 {
+                    w.name = format!("world-{t}t");
+                }
+                all.push(w);
+            }
+            Ok(all)
+        }
         Workload::Incremental(a) => run_incremental(settings, quick, a),
         Workload::Weak(a) => one(run_weak(settings, quick, a)),
         Workload::BinaryTrees(a) => one(run_trees(settings, quick, a)),

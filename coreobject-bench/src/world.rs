@@ -68,6 +68,8 @@ pub struct Params {
     pub garbage_frac: f64,
     /// Random seed.
     pub seed: u64,
+    /// coreobject's marking threads (`GcConfig::threads`).
+    pub threads: usize,
 }
 
 /// Whether the object `k` places after the last level is an actor (the
@@ -88,6 +90,8 @@ pub struct Plan {
     pub garbage: Vec<bool>,
     /// How many are.
     pub garbage_count: usize,
+    /// coreobject's marking threads (`GcConfig::threads`).
+    pub threads: usize,
 }
 
 impl Plan {
@@ -161,6 +165,7 @@ impl Plan {
             children,
             garbage,
             garbage_count: detach * (1 + COMPONENTS),
+            threads: p.threads,
         })
     }
 
@@ -407,7 +412,11 @@ fn coreobject(plan: &Plan) -> Outcome {
     let mut handles: Vec<coreobject::Obj<CoNode>> = Vec::with_capacity(plan.n);
     let c0 = Counters::now();
     let t0 = Instant::now();
-    let mut heap = co_build(plan, coreobject::GcConfig::MANUAL, &mut handles);
+    let gc = coreobject::GcConfig {
+        threads: plan.threads,
+        ..coreobject::GcConfig::MANUAL
+    };
+    let mut heap = co_build(plan, gc, &mut handles);
     let build = t0.elapsed();
     let c1 = Counters::now();
 
@@ -430,6 +439,7 @@ fn coreobject(plan: &Plan) -> Outcome {
         Outcome::Ran(mut run) => {
             run.extra.extend([
                 ("gc_mark_ms", stats.mark.as_secs_f64() * 1e3),
+                ("gc_mark_threads", stats.mark_threads as f64),
                 ("gc_sweep_ms", stats.sweep.as_secs_f64() * 1e3),
                 ("gc_destroy_ms", stats.destroy.as_secs_f64() * 1e3),
                 ("gc_total_ms", stats.total.as_secs_f64() * 1e3),

@@ -25,7 +25,7 @@ use std::fmt;
 use std::ptr::NonNull;
 
 use self::__private::MakeDefault;
-use crate::gc::Marker;
+use crate::gc::{Marker, ParMarker};
 use crate::lifecycle::{DestroyCx, Lifecycle};
 use crate::object::{Header, ObjBox};
 use crate::trace::{RefKind, Trace, Visitor};
@@ -104,6 +104,8 @@ pub struct ClassDesc {
 /// function was instantiated with.
 pub(crate) struct Vtable {
     pub(crate) trace_mark: unsafe fn(NonNull<Header>, &mut Marker<'_>),
+    /// `trace` with a parallel marking worker's visitor.
+    pub(crate) trace_par: unsafe fn(NonNull<Header>, &mut ParMarker<'_>),
     pub(crate) prefetch: unsafe fn(NonNull<Header>),
     pub(crate) trace_dyn: unsafe fn(NonNull<Header>, &mut dyn Visitor),
     pub(crate) begin_destroy: unsafe fn(NonNull<Header>, &DestroyCx<'_>),
@@ -143,6 +145,11 @@ pub struct Class {
 // pointer in the header when the object is created.
 unsafe fn trace_mark<T: Object>(p: NonNull<Header>, m: &mut Marker<'_>) {
     // SAFETY: `p` heads a live `ObjBox<T>` (the vtable's contract).
+    unsafe { ObjBox::<T>::value(p).trace(m) }
+}
+unsafe fn trace_par<T: Object>(p: NonNull<Header>, m: &mut ParMarker<'_>) {
+    // SAFETY: `p` heads a live `ObjBox<T>` (the vtable's contract); `T: Sync`,
+    // so tracing it from a marking worker is a shared read.
     unsafe { ObjBox::<T>::value(p).trace(m) }
 }
 unsafe fn prefetch<T: Object>(p: NonNull<Header>) {
@@ -185,6 +192,7 @@ impl Class {
             has_hooks: T::HAS_HOOKS,
             vt: Vtable {
                 trace_mark: trace_mark::<T>,
+                trace_par: trace_par::<T>,
                 prefetch: prefetch::<T>,
                 trace_dyn: trace_dyn::<T>,
                 begin_destroy: begin_destroy::<T>,

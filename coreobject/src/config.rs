@@ -133,6 +133,23 @@ pub struct GcConfig {
     /// assert!(!heap.contains(asset), "an outer alone keeps no inner");
     /// ```
     pub outer_keeps_inners: bool,
+    /// Threads that mark: 1 (the default)
+    /// marks on the collecting thread alone; 0 takes
+    /// [`available_parallelism`](std::thread::available_parallelism), at
+    /// most 16. With more than one, the drain of the mark phase runs on that
+    /// many workers (the collecting thread and the threads of a pool the
+    /// heap starts on its first parallel drain and keeps) with work stealing; what is marked, and so what is freed, is the
+    /// same for every count. Budgeted incremental slices
+    /// ([`incremental`](Self::incremental)) use the workers too, within the
+    /// slice's budget: the slice's wall time is what it bounds. User
+    /// [`Trace`](crate::Trace) code then runs on the worker threads (objects
+    /// are `Sync`); a panic in it abandons the collection as on one thread.
+    pub threads: usize,
+    /// With [`threads`](Self::threads) above 1: mark on one thread anyway
+    /// when fewer objects than this are allocated when the cycle starts
+    /// (waking the pool's threads and waiting for them to finish costs tens
+    /// of microseconds; small heaps mark faster alone). 50,000 by default.
+    pub parallel_threshold: usize,
 }
 
 impl GcConfig {
@@ -148,6 +165,8 @@ impl GcConfig {
         incremental_debt: Some(1.0),
         finish_destroy_timeout: Duration::from_secs(5),
         outer_keeps_inners: false,
+        threads: 1,
+        parallel_threshold: 50_000,
     };
 
     /// Collect only when asked.
@@ -174,6 +193,19 @@ impl GcConfig {
             return Err(ConfigError::Growth);
         }
         Ok(())
+    }
+}
+
+impl GcConfig {
+    /// The marking threads [`threads`](Self::threads) asks for: 0 means
+    /// [`available_parallelism`](std::thread::available_parallelism), at most 16.
+    pub fn mark_threads(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(16),
+            n => n,
+        }
     }
 }
 

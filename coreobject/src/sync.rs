@@ -1,7 +1,9 @@
-//! The atomics the lock-free table uses: `std`'s, or loom's under `cfg(loom)`
-//! so that `tests/loom.rs` can explore every interleaving of concurrent creation.
+//! The atomics the lock-free table and the parallel marker's termination
+//! protocol use: `std`'s, or loom's under `cfg(loom)` so that `tests/loom.rs`
+//! can explore every interleaving of concurrent creation, and of workers
+//! stealing and going idle.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicUsize};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicUsize};

@@ -19,8 +19,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use coreobject::{
-    AnyObj, Error, Heap, HeapConfig, HookId, Obj, Object, Referencer, ResolveError, StrongObj,
-    Visitor, Weak,
+    AnyObj, Error, GcConfig, Heap, HeapConfig, HookId, Obj, Object, Referencer, ResolveError,
+    StrongObj, Visitor, Weak,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -184,9 +184,20 @@ const POOL: usize = 3;
 
 impl World {
     fn new() -> World {
+        World::on(1)
+    }
+
+    /// A world whose heap marks on `threads` workers (every drain parallel
+    /// when above 1).
+    fn on(threads: usize) -> World {
         let heap = Heap::with_config(HeapConfig {
             disregard_pool_size: POOL as u32,
             max_objects: 4096,
+            gc: GcConfig {
+                threads,
+                parallel_threshold: 0,
+                ..GcConfig::DEFAULT
+            },
             ..HeapConfig::DEFAULT
         })
         .unwrap();
@@ -468,6 +479,7 @@ impl World {
         self.total_freed += doomed.len() as u64;
         let live = self.objs.iter().filter(|m| m.alive).count();
         assert_eq!(stats.marked, reach.len(), "marked");
+        assert_eq!(stats.mark_threads, self.heap.gc_config().threads, "threads");
         assert_eq!(stats.unreachable, doomed.len(), "unreachable");
         assert_eq!(stats.freed, doomed.len(), "freed");
         assert_eq!(stats.pending, 0);
@@ -559,6 +571,10 @@ impl World {
 /// for each).
 const MAX_OPS: usize = if cfg!(miri) { 25 } else { 160 };
 
+/// Marking threads each history runs on. Under miri only one: the workers
+/// run on rayon and crossbeam, which miri stops in (see `tests/parallel.rs`).
+const THREADS: &[usize] = if cfg!(miri) { &[1] } else { &[1, 2, 4] };
+
 proptest! {
     #![proptest_config(if cfg!(miri) {
         // Under miri: a few cases, and no regression file (its isolation
@@ -568,10 +584,33 @@ proptest! {
         ProptestConfig { cases: 256, ..ProptestConfig::default() }
     })]
 
+    /// Each history runs on 1, 2 and 4 marking threads (more than this
+    /// machine's cores), each checked against the model, so all three
+    /// free the same objects.
     #[test]
     fn collection_frees_exactly_the_unreachable(ops in proptest::collection::vec(op(), 1..MAX_OPS)) {
-        let mut w = World::new();
-        for op in &ops {
+        for &threads in THREADS {
+            run_ops(&ops, threads);
+        }
+    }
+}
+
+/// Applies `ops` on a heap marking with `threads`, then drops every root
+/// and checks all but the pool go.
+fn run_ops(ops: &[Op], threads: usize) {
+    /// Names the thread count in a failure's output.
+    struct Threads(usize);
+    impl Drop for Threads {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                eprintln!("(marking on {} threads)", self.0);
+            }
+        }
+    }
+    let _threads = Threads(threads);
+    {
+        let mut w = World::on(threads);
+        for op in ops {
             w.apply(op);
         }
         // Finish with a full cleanup: drop every root and check all go.
@@ -602,7 +641,7 @@ proptest! {
             m.map.clear();
         }
         w.apply(&Op::Collect);
-        prop_assert_eq!(w.heap.len(), POOL);
+        assert_eq!(w.heap.len(), POOL, "threads {threads}");
     }
 }
 

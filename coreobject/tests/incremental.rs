@@ -111,10 +111,14 @@ fn doom(m: &mut Model, reachable: &HashSet<u64>, due: u64) {
     }
 }
 
-fn heap() -> Heap {
+/// A manual heap marking on `threads` (from the first object on, so that
+/// every slice's drain is parallel when `threads` is above 1).
+fn heap_on(threads: usize) -> Heap {
     Heap::with_config(HeapConfig {
         gc: GcConfig {
             incremental_debt: None,
+            threads,
+            parallel_threshold: 0,
             ..GcConfig::MANUAL
         },
         ..HeapConfig::DEFAULT
@@ -122,9 +126,21 @@ fn heap() -> Heap {
     .unwrap()
 }
 
-fn run(seed: u64, ops: usize) {
+fn heap() -> Heap {
+    heap_on(1)
+}
+
+/// Marking threads for the ignored runs: `THREADS`, 1 by default.
+fn env_threads() -> usize {
+    std::env::var("THREADS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+}
+
+fn run(seed: u64, ops: usize, threads: usize) {
     let mut rng = Rng(seed | 1);
-    let mut heap = heap();
+    let mut heap = heap_on(threads);
     let held = Arc::new(Held(Mutex::new(Vec::new())));
     heap.add_referencer(held.clone());
     let mut m = Model {
@@ -136,10 +152,12 @@ fn run(seed: u64, ops: usize) {
     };
     let mut completed = 0u64;
     let mut in_cycle = false;
+    // Sliced cycles whose drains ran on `threads` workers.
+    let mut parallel_slices = 0usize;
     let budgets = [1usize, 1, 2, 3, 7, 30, 500];
 
     for op in 0..ops {
-        let ctx = || format!("seed {seed}, op {op}");
+        let ctx = || format!("seed {seed}, threads {threads}, op {op}");
         let reach = m.reachable();
         let live: Vec<u64> = reach.iter().copied().collect();
         let pick = |rng: &mut Rng| -> Option<u64> {
@@ -303,8 +321,11 @@ fn run(seed: u64, ops: usize) {
                         doom(&mut m, &before, completed + 1);
                         in_cycle = true;
                     }
-                    if t.completed.is_some() {
+                    if let Some(s) = &t.completed {
                         assert!(in_cycle, "{}", ctx());
+                        if s.slices > 1 && s.mark_threads == threads {
+                            parallel_slices += 1;
+                        }
                         completed += 1;
                         in_cycle = false;
                     }
@@ -380,10 +401,18 @@ fn run(seed: u64, ops: usize) {
         reach.len(),
         "seed {seed}: live count after a full collection"
     );
+    if threads > 1 {
+        assert!(
+            parallel_slices > 0,
+            "seed {seed}: no sliced cycle marked on {threads} threads"
+        );
+    }
 }
 
-#[test]
-fn incremental_matches_the_model() {
+/// The model run on `threads` marking threads, every slice's drain
+/// parallel when above 1 (budgets down to one unit, so that workers stop
+/// with claimed objects in their rings and unclaimed handles in hand).
+fn model_on(threads: usize) {
     // Each operation checks every object: quadratic, so few under miri.
     let ops = if cfg!(miri) {
         30
@@ -394,12 +423,35 @@ fn incremental_matches_the_model() {
     };
     let seeds = if cfg!(miri) { 2 } else { 8 };
     for seed in 1..=seeds {
-        run(seed * 0x9e37_79b9, ops);
+        run(seed * 0x9e37_79b9, ops, threads);
     }
 }
 
 #[test]
-#[ignore = "search: SEEDS=a..b"]
+fn incremental_matches_the_model() {
+    model_on(1);
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "the workers run on rayon and crossbeam, where miri stops (see tests/parallel.rs)"
+)]
+fn incremental_matches_the_model_on_2_threads() {
+    model_on(2);
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "the workers run on rayon and crossbeam, where miri stops (see tests/parallel.rs)"
+)]
+fn incremental_matches_the_model_on_4_threads() {
+    model_on(4);
+}
+
+#[test]
+#[ignore = "search: FROM=a TO=b [OPS=n THREADS=t]"]
 fn incremental_seed_search() {
     let from: u64 = std::env::var("FROM")
         .ok()
@@ -413,8 +465,9 @@ fn incremental_seed_search() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(20_000);
+    let threads = env_threads();
     for seed in from..to {
-        run(seed * 0x9e37_79b9, ops);
+        run(seed * 0x9e37_79b9, ops, threads);
     }
 }
 
@@ -425,8 +478,9 @@ fn incremental_matches_the_model_long() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2_000_000);
+    let threads = env_threads();
     for seed in 100..110u64 {
-        run(seed * 0x9e37_79b9, ops / 10);
+        run(seed * 0x9e37_79b9, ops / 10, threads);
     }
 }
 

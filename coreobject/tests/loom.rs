@@ -1,4 +1,5 @@
-//! Loom models of the lock-free table: concurrent creation and chunk growth.
+//! Loom models of the lock-free table (concurrent creation and chunk growth)
+//! and of the parallel marker's steal-and-termination protocol.
 //!
 //! Run with
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p coreobject --test loom --release`.
@@ -8,7 +9,18 @@
 //! shared heap and checks: distinct indices, the predicted slots (free list
 //! first, last-in first-out, then growth), every handle resolving to its own
 //! value, a correct `len`, the cap enforced exactly once, and stale handles
-//! staying stale. In normal builds this file is empty.
+//! staying stale.
+//!
+//! A second group models the parallel marker's steal-and-termination
+//! protocol (`gc::Termination`, the code the marker runs, on loom's atomics):
+//! crossbeam-deque is not loom-aware, so each worker's deque is a
+//! `loom::sync::Mutex<VecDeque>` the owner pops at the back and thieves at
+//! the front, as the real deques do, and the seed queue an injector of the
+//! same kind that is never refilled. Items are claimed with an atomic flag
+//! (the mark bit); the checks: every reachable item is processed exactly
+//! once, every worker terminates, and no work is left anywhere; with a
+//! stop, every claimed item is processed and every unclaimed one handed
+//! back. In normal builds this file is empty.
 #![cfg(loom)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -224,4 +236,208 @@ fn iteration_during_creation() {
         assert_eq!(heap[a].value, 2);
         assert_eq!(heap.iter().count(), 3);
     });
+}
+
+mod termination {
+    use std::collections::VecDeque;
+    use std::sync::atomic::Ordering;
+
+    use coreobject::gc::Termination;
+    use loom::sync::atomic::{AtomicBool, AtomicUsize};
+    use loom::sync::{Arc, Mutex};
+    use loom::thread;
+
+    /// A tiny work graph: item `i`'s children. Item 3 is reached twice, so
+    /// two workers may race to claim it.
+    const GRAPH: &[&[usize]] = &[&[1, 2], &[3], &[3], &[]];
+
+    struct World {
+        term: Termination,
+        /// The seed queue: never refilled.
+        injector: Mutex<VecDeque<usize>>,
+        deques: Vec<Mutex<VecDeque<usize>>>,
+        /// The mark bits.
+        claimed: Vec<AtomicBool>,
+        processed: Vec<AtomicUsize>,
+        /// Handed back by stopped workers.
+        leftovers: Mutex<Vec<usize>>,
+        /// Stop once this many items were processed (`usize::MAX`: never).
+        stop_after: usize,
+        done: AtomicUsize,
+        /// Items popped and not yet finished (children not yet pushed).
+        in_hand: AtomicUsize,
+    }
+
+    impl World {
+        fn new(workers: usize, stop_after: usize) -> Arc<World> {
+            Arc::new(World {
+                term: Termination::new(),
+                injector: Mutex::new(VecDeque::from([0])),
+                deques: (0..workers).map(|_| Mutex::new(VecDeque::new())).collect(),
+                claimed: GRAPH.iter().map(|_| AtomicBool::new(false)).collect(),
+                processed: GRAPH.iter().map(|_| AtomicUsize::new(0)).collect(),
+                leftovers: Mutex::new(Vec::new()),
+                stop_after,
+                done: AtomicUsize::new(0),
+                in_hand: AtomicUsize::new(0),
+            })
+        }
+
+        /// Takes one item into `me`'s deque: from the injector, then from
+        /// the others' fronts.
+        fn steal(&self, me: usize) -> bool {
+            let n = self.deques.len();
+            let got = self.injector.lock().unwrap().pop_front().or_else(|| {
+                (1..n).find_map(|k| self.deques[(me + k) % n].lock().unwrap().pop_front())
+            });
+            match got {
+                Some(i) => {
+                    self.deques[me].lock().unwrap().push_back(i);
+                    true
+                }
+                None => false,
+            }
+        }
+
+        fn visible(&self) -> bool {
+            !self.injector.lock().unwrap().is_empty()
+                || self.deques.iter().any(|d| !d.lock().unwrap().is_empty())
+        }
+
+        /// One worker: owner pops at the back; children go to its own deque.
+        fn work(&self, me: usize) {
+            loop {
+                if self.term.is_stopped() {
+                    // Hand back what this worker holds, unclaimed.
+                    let mut d = self.deques[me].lock().unwrap();
+                    self.leftovers.lock().unwrap().extend(d.drain(..));
+                    return;
+                }
+                let next = {
+                    let mut d = self.deques[me].lock().unwrap();
+                    let next = d.pop_back();
+                    if next.is_some() {
+                        self.in_hand.fetch_add(1, Ordering::SeqCst);
+                    }
+                    next
+                };
+                match next {
+                    Some(i) => {
+                        if !self.claimed[i].swap(true, Ordering::Relaxed) {
+                            self.processed[i].fetch_add(1, Ordering::Relaxed);
+                            let mut d = self.deques[me].lock().unwrap();
+                            d.extend(GRAPH[i].iter().copied());
+                            drop(d);
+                            if self.done.fetch_add(1, Ordering::Relaxed) + 1 >= self.stop_after {
+                                self.term.stop();
+                            }
+                        }
+                        self.in_hand.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    None => {
+                        let found = self.term.find_work(
+                            || self.steal(me),
+                            || self.visible(),
+                            thread::yield_now,
+                        );
+                        if !found && !self.term.is_stopped() {
+                            // Terminated: no work may exist anywhere.
+                            assert_eq!(self.in_hand.load(Ordering::SeqCst), 0, "work in hand");
+                            assert!(!self.visible(), "work left in a queue");
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs `workers` workers (the first on the model's main thread, joining
+    /// before the others start, as the collecting thread does) and checks
+    /// the outcome.
+    fn run(workers: usize, stop_after: usize) {
+        let w = World::new(workers, stop_after);
+        w.term.join();
+        let threads: Vec<_> = (1..workers)
+            .map(|me| {
+                let w = w.clone();
+                thread::spawn(move || {
+                    w.term.join();
+                    w.work(me);
+                })
+            })
+            .collect();
+        w.work(0);
+        for t in threads {
+            t.join().unwrap();
+        }
+        for (i, p) in w.processed.iter().enumerate() {
+            let p = p.load(Ordering::Relaxed);
+            assert!(p <= 1, "item {i} processed {p} times");
+            assert_eq!(p == 1, w.claimed[i].load(Ordering::Relaxed), "item {i}");
+        }
+        let leftovers = std::mem::take(&mut *w.leftovers.lock().unwrap());
+        let rest: Vec<usize> = w.injector.lock().unwrap().drain(..).collect();
+        if stop_after == usize::MAX {
+            assert!(
+                w.processed.iter().all(|p| p.load(Ordering::Relaxed) == 1),
+                "every item processed"
+            );
+            assert!(leftovers.is_empty() && rest.is_empty());
+        } else {
+            // What was not processed is still reachable from what was
+            // handed back: nothing is lost.
+            let mut seen: Vec<bool> = w
+                .claimed
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect();
+            let mut stack: Vec<usize> = leftovers.into_iter().chain(rest).collect();
+            while let Some(i) = stack.pop() {
+                if !seen[i] {
+                    seen[i] = true;
+                    stack.extend(GRAPH[i].iter().copied());
+                }
+            }
+            assert!(seen.iter().all(|&s| s), "work lost at a stop: {seen:?}");
+        }
+        assert!(w.deques.iter().all(|d| d.lock().unwrap().is_empty()));
+    }
+
+    /// Explores `f` with at most `preemptions` preemptions (unless
+    /// LOOM_MAX_PREEMPTIONS says otherwise): idle workers spin, which an
+    /// unbounded exploration cannot finish.
+    fn check(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(preemptions);
+        }
+        // An idle worker's loop takes a few dozen branches per look.
+        builder.max_branches = 100_000;
+        let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = runs.clone();
+        builder.check(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            f()
+        });
+        eprintln!(
+            "loom explored {} interleavings",
+            runs.load(Ordering::Relaxed)
+        );
+    }
+
+    #[test]
+    fn two_workers_process_every_item_once_and_terminate() {
+        check(4, || run(2, usize::MAX));
+    }
+
+    #[test]
+    fn three_workers_process_every_item_once_and_terminate() {
+        check(1, || run(3, usize::MAX));
+    }
+
+    #[test]
+    fn a_stop_loses_no_work() {
+        check(4, || run(2, 2));
+    }
 }

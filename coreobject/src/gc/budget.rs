@@ -65,6 +65,24 @@ impl Budget {
         self.spend(1)
     }
 
+    /// Work units left (`usize::MAX` when unlimited in work).
+    #[inline(always)]
+    pub(crate) fn work_left(&self) -> usize {
+        self.work
+    }
+
+    /// The deadline, if the budget has one.
+    #[inline(always)]
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Spends the whole budget: a parallel drain found it spent.
+    #[inline(always)]
+    pub(crate) fn exhaust(&mut self) {
+        self.work = 0;
+    }
+
     /// Whether the budget is spent.
     #[inline(always)]
     pub(crate) fn is_spent(&self) -> bool {

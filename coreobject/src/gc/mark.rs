@@ -41,7 +41,7 @@ use crate::trace::{prefetch_line, Visitor};
 
 /// Objects in flight in each ring: enough to cover a memory miss with the
 /// work of the objects ahead of them.
-const RING: usize = 8;
+pub(super) const RING: usize = 8;
 
 /// How far behind the queue's front a table item is prefetched. Prefetching
 /// at push time would be too early: in breadth-first order the queue can
@@ -49,7 +49,7 @@ const RING: usize = 8;
 const LOOKAHEAD: usize = 32;
 
 /// What the rings carry for each object to scan.
-trait Carry {
+pub(super) trait Carry {
     type Slot: Copy;
     const EMPTY: Self::Slot;
     /// The slot of the object at `p`, whose handle is `bits` and item flags `f`.
@@ -59,7 +59,7 @@ trait Carry {
 }
 
 /// The header alone: outers keep no inners (the default).
-struct Bare;
+pub(super) struct Bare;
 
 impl Carry for Bare {
     type Slot = NonNull<Header>;
@@ -75,7 +75,7 @@ impl Carry for Bare {
 }
 
 /// The header and the key of the object's inners (0 if it has none).
-struct Keyed;
+pub(super) struct Keyed;
 
 impl Carry for Keyed {
     type Slot = (NonNull<Header>, u64);
@@ -91,14 +91,14 @@ impl Carry for Keyed {
 }
 
 /// A fixed-size FIFO of objects to scan.
-struct Ring<C: Carry> {
+pub(super) struct Ring<C: Carry> {
     slots: [C::Slot; RING],
     head: usize,
     len: usize,
 }
 
 impl<C: Carry> Ring<C> {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Ring {
             slots: [C::EMPTY; RING],
             head: 0,
@@ -107,19 +107,19 @@ impl<C: Carry> Ring<C> {
     }
 
     #[inline(always)]
-    fn is_full(&self) -> bool {
+    pub(super) fn is_full(&self) -> bool {
         self.len == RING
     }
 
     #[inline(always)]
-    fn push(&mut self, p: C::Slot) {
+    pub(super) fn push(&mut self, p: C::Slot) {
         debug_assert!(!self.is_full());
         self.slots[(self.head + self.len) % RING] = p;
         self.len += 1;
     }
 
     #[inline(always)]
-    fn pop(&mut self) -> Option<C::Slot> {
+    pub(super) fn pop(&mut self) -> Option<C::Slot> {
         if self.len == 0 {
             return None;
         }
@@ -290,6 +290,30 @@ impl<'a> Marker<'a> {
         } else {
             self.pipeline::<Bare>(budget)
         }
+    }
+
+    /// [`drain`](Self::drain) on the pool's workers and this thread (see
+    /// module `gc/par.rs`), under the same budget and with the same promise:
+    /// every object marked has been scanned when it returns.
+    ///
+    /// # Panics
+    /// Resumes a panic raised by `Trace` code on any worker.
+    pub(crate) fn drain_parallel(&mut self, pool: &super::par::Pool, budget: &mut Budget) -> bool {
+        if self.queue.is_empty() {
+            // Nothing to wake workers for (the last look usually finds nothing).
+            return !budget.is_spent();
+        }
+        let (marked, dry) = super::par::drain(
+            self.chunks,
+            self.bits,
+            self.queue,
+            self.high_water,
+            self.inners,
+            pool,
+            budget,
+        );
+        self.marked += marked;
+        dry
     }
 
     /// [`drain`](Self::drain), with rings carrying `C`.

@@ -21,6 +21,17 @@
 //! Marks live in a side bitmap (one bit per slot), cleared with a `memset` of
 //! `slots / 8` bytes per cycle: for a million objects that is 128 KiB.
 //!
+//! With [`GcConfig::threads`] above 1, the drains of the mark phase's work
+//! queue (all of a stop-the-world collection's; each incremental slice's,
+//! under its budget) run on that many work-stealing workers over an atomic
+//! view of the same bitmap (module `gc/par.rs`), once at least
+//! [`GcConfig::parallel_threshold`] objects are alive when the cycle starts.
+//! A budgeted parallel drain ends with every object it marked scanned and
+//! the rest of its work back in the collector's queue, as a single-threaded
+//! one does. The pool scan, the re-scans and the referencer reports stay on
+//! the collecting thread. What is marked, and so what is freed, does not
+//! depend on the thread count.
+//!
 //! # Outers and inners
 //!
 //! An object created with an outer ([`Spawn::outer`](crate::Spawn::outer))
@@ -96,6 +107,7 @@
 mod budget;
 pub(crate) mod debug;
 pub(crate) mod mark;
+mod par;
 pub(crate) mod stats;
 mod sweep;
 
@@ -120,6 +132,11 @@ use crate::trace::Visitor;
 
 use budget::Budget;
 pub(crate) use mark::Marker;
+pub(crate) use par::ParMarker;
+/// The parallel marker's termination protocol, for `tests/loom.rs`.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use par::Termination;
 pub use stats::{CollectStats, GcTotals, Phase, PreCollect, Tick, Trigger};
 use sweep::Pending;
 
@@ -226,6 +243,9 @@ pub(crate) struct Collector {
     since_last: Duration,
     pre: Vec<(HookId, PreHook)>,
     post: Vec<(HookId, PostHook)>,
+    /// The parallel marker's worker threads, started on the first parallel
+    /// drain and kept (rebuilt when the thread count changes).
+    pool: Option<par::Pool>,
 }
 
 impl Collector {
@@ -251,6 +271,7 @@ impl Collector {
             since_last: Duration::ZERO,
             pre: Vec::new(),
             post: Vec::new(),
+            pool: None,
         }
     }
 
@@ -476,6 +497,7 @@ impl Collector {
             step: Step::Pool(0),
             stats: CollectStats {
                 trigger,
+                mark_threads: 1,
                 ..CollectStats::default()
             },
             hw,
@@ -587,9 +609,28 @@ impl Collector {
     ) -> bool {
         stage.array.sync();
         stage.array.take_born(&mut cycle.born);
+        // Drains of a large enough heap run on several threads, budgeted or not.
+        let threads = if cycle.live_at_start >= self.config.parallel_threshold {
+            self.config.mark_threads()
+        } else {
+            1
+        };
+        if threads > 1 && self.pool.as_ref().map(par::Pool::threads) != Some(threads) {
+            // A pool whose threads cannot start leaves marking on this thread.
+            self.pool = par::Pool::new(threads);
+        }
+        let pool = self.pool.as_ref().filter(|_| threads > 1);
         let chunks = stage.array.chunks().clone();
         let inners = cycle.outer_keeps_inners.then_some(&*stage.inners);
         let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw, inners);
+        let drain = |marker: &mut Marker<'_>, budget: &mut Budget| match pool {
+            Some(pool) => marker.drain_parallel(pool, budget),
+            None => marker.drain(budget),
+        };
+        cycle.stats.mark_threads = cycle
+            .stats
+            .mark_threads
+            .max(pool.map_or(1, par::Pool::threads));
 
         // The pool's objects are permanent; what they reference stays alive.
         if let Step::Pool(from) = cycle.step {
@@ -619,7 +660,7 @@ impl Collector {
         }
 
         loop {
-            if !marker.drain(budget) {
+            if !drain(&mut marker, budget) {
                 cycle.stats.marked += std::mem::take(&mut marker.marked);
                 return false;
             }
@@ -702,7 +743,7 @@ impl Collector {
             // may still hold entries: stale handles and garbage objects are
             // queued by every look, and never marked.)
             let before = marker.marked;
-            if !marker.drain(budget) {
+            if !drain(&mut marker, budget) {
                 cycle.stats.marked += std::mem::take(&mut marker.marked);
                 return false;
             }

@@ -61,6 +61,10 @@ pub struct CollectStats {
     pub forced: bool,
     /// Objects created while the cycle was in flight (all survive it).
     pub born: usize,
+    /// Threads the mark phase's unbudgeted drains were given: 1 unless
+    /// [`GcConfig::threads`](crate::GcConfig::threads) asks for more and the
+    /// heap is large enough ([`GcConfig::parallel_threshold`](crate::GcConfig::parallel_threshold)).
+    pub mark_threads: usize,
 }
 
 /// Where the collector is in a cycle.
