@@ -46,7 +46,8 @@
 //! * **`array/`**: the object array (Unreal's `FUObjectArray`). `table.rs`
 //!   holds the 64K-item chunks that never move and the lock-free, one-atomic
 //!   index allocator that reuses freed slots LIFO; `item.rs` the 24-byte item
-//!   and every verb that writes it; `mod.rs` the slot protocol (fill, resolve,
+//!   and every verb that writes it; `slab.rs` the objects' memory (64 KiB
+//!   pages per size class); `mod.rs` the slot protocol (fill, resolve,
 //!   free: bump, retire or park), the root list, the disregard-for-GC pool,
 //!   and **the one safe door** through which a handle becomes a `&T` or
 //!   `&mut T`, where the liveness proof is written once.
@@ -58,8 +59,10 @@
 //! * **`class.rs`**, **`object.rs`**, **[`trace`]**: `#[derive(Object)]`
 //!   registers a type's name and fields and writes its [`Trace`]
 //!   implementation; every handle field is traced unless it is a [`Weak`] or
-//!   marked `#[object(skip)]`. An object is one allocation: a 16-byte header
-//!   (class, outer), then the value.
+//!   marked `#[object(skip)]`. An object is an 8-byte header (its class),
+//!   then the value, in a slot of its size class's pages (`array/slab.rs`,
+//!   Unreal's `GUObjectAllocator`); an object with an outer carries it in the
+//!   8 bytes before the header.
 //! * **`lifecycle.rs`**: [`Lifecycle`], Unreal's destruction hooks, and
 //!   [`DestroyCx`], what hooks may see (the array and the names, never the heap).
 //! * **[`gc`]**: the collector, a state machine with private fields that
@@ -67,7 +70,8 @@
 //!   array, the names, the listeners, the referencers) and owns its phase and
 //!   work lists between slices. `mark.rs` is the prefetching, non-recursive
 //!   marker; `sweep.rs` the purge in Unreal's order; `stats.rs` what a cycle
-//!   and a tick report; `debug.rs` reference chains and memory reports.
+//!   and a tick report; `debug.rs` reference chains and memory reports;
+//!   `par.rs` parallel marking on a persistent worker pool.
 //! * **`inners.rs`**: the outer → inners index, kept at creation and free,
 //!   for [`Heap::for_each_with_outer`] and, with
 //!   [`GcConfig::outer_keeps_inners`], for the marker (see [`gc`]).
@@ -82,7 +86,8 @@
 //! ```text
 //! handle (8 bytes)   index: u32 | serial: u32 = [ heap tag: 10 bits | generation: 22 bits ]
 //! item (24 bytes)    object: *Header | flags: u32 | cluster_root: u32 | serial: u32 | refcount: u32
-//! object             header (16 bytes: class: &'static Class, outer: Option<AnyObj>) | value: T
+//! object             [outer: AnyObj, if any] | header (8 bytes: class: &'static Class, tag bit 0 = has an outer) | value: T
+//! page (64 KiB)      head (64 bytes: free list, room-list links, live count, bump offset) | slots of one size
 //! ```
 //!
 //! The sizes are asserted at compile time. Marks are not in the item: the
@@ -173,6 +178,8 @@
 //! | `FUObjectArray`, `GUObjectArray` | [`Heap`] (one per instance; no global) |
 //! | `FChunkedFixedUObjectArray` | the array's chunks ([`CHUNK_SIZE`]) |
 //! | `FUObjectItem` | the 24-byte item (see [Layout](#layout)) |
+//! | `GUObjectAllocator`, Mundi's object pooling | the array's pages per size class ([`MemoryReport::page_bytes`]) |
+//! | `gc.MultithreadedGC`, parallel reachability | [`GcConfig::threads`] |
 //! | `UObject*`, `TObjectPtr<T>` | [`AnyObj`], [`Obj<T>`] |
 //! | `TWeakObjectPtr<T>` | [`Weak<T>`] |
 //! | `TStrongObjectPtr<T>` | [`StrongObj<T>`] |
