@@ -580,3 +580,150 @@ fn budgeted_slices_on_two_threads_stop_near_the_budget_and_lose_nothing() {
     assert!(all.iter().all(|&h| heap.contains(h)));
     assert!(garbage.iter().all(|&g| !heap.contains(g)));
 }
+
+// ----- parallel destruction ----------------------------------------------------
+
+/// An object whose `Drop` records its id (each must be dropped exactly once)
+/// and, when `boom` is set, panics.
+#[derive(Object)]
+struct Dropper {
+    id: u32,
+    #[object(skip)]
+    seen: Arc<Vec<std::sync::atomic::AtomicU8>>,
+    #[object(skip)]
+    boom: bool,
+    kids: Vec<Obj<Dropper>>,
+}
+
+impl Drop for Dropper {
+    fn drop(&mut self) {
+        self.seen[self.id as usize].fetch_add(1, Ordering::Relaxed);
+        if self.boom {
+            panic!("Dropper {} panics in Drop", self.id);
+        }
+    }
+}
+
+/// Creates `n` objects, roots every `keep`-th one, and collects; returns the
+/// heap, the stats (or the panic), and how often each object was dropped.
+fn drop_run(
+    n: usize,
+    keep: usize,
+    boom: Option<u32>,
+    config: GcConfig,
+    listener: bool,
+) -> (Heap, std::thread::Result<coreobject::CollectStats>, Vec<u8>) {
+    let mut heap = Heap::with_config(HeapConfig {
+        gc: config,
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap();
+    if listener {
+        heap.on_delete(|_: &coreobject::ObjectEvent| {});
+    }
+    let seen = Arc::new(
+        (0..n)
+            .map(|_| std::sync::atomic::AtomicU8::new(0))
+            .collect::<Vec<_>>(),
+    );
+    for i in 0..n {
+        let h = heap.create(Dropper {
+            id: i as u32,
+            seen: seen.clone(),
+            boom: boom == Some(i as u32),
+            kids: Vec::with_capacity(2),
+        });
+        if i % keep == 0 {
+            heap.add_to_root(h).unwrap();
+        }
+    }
+    let stats = catch_unwind(AssertUnwindSafe(|| heap.collect().unwrap()));
+    let counts = seen.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    (heap, stats, counts)
+}
+
+fn parallel_drop_config() -> GcConfig {
+    GcConfig {
+        threads: 2,
+        parallel_threshold: 0,
+        parallel_drop: true,
+        ..GcConfig::MANUAL
+    }
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "the workers run on rayon and crossbeam, where miri stops first (see the header)"
+)]
+fn hook_free_objects_are_dropped_on_two_threads_exactly_once() {
+    let n = 3 * coreobject::gc::PARALLEL_DROP_MIN;
+    let (heap, stats, counts) = drop_run(n, 3, None, parallel_drop_config(), false);
+    let stats = stats.expect("no panic");
+    assert_eq!(stats.drop_threads, 2);
+    assert_eq!(stats.freed, n - n.div_ceil(3));
+    assert_eq!(heap.len(), n.div_ceil(3));
+    for (i, &c) in counts.iter().enumerate() {
+        let expected = u8::from(i % 3 != 0);
+        assert_eq!(c, expected, "object {i} dropped {c} times");
+    }
+    // The freed slots are reused, and the memory with them.
+    let mut heap = heap;
+    let again = heap.create(Node::default());
+    assert!(heap.get(again).is_some());
+    assert_eq!(heap.collect().unwrap().freed, 1);
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "the workers run on rayon and crossbeam, where miri stops first (see the header)"
+)]
+fn a_panicking_drop_on_a_worker_is_resumed_after_every_other_drop() {
+    let n = 2 * coreobject::gc::PARALLEL_DROP_MIN;
+    // The object near the end falls in the pool thread's half.
+    let boom = (n - 5) as u32;
+    let (mut heap, stats, counts) = drop_run(n, 4, Some(boom), parallel_drop_config(), false);
+    let panic = stats.expect_err("the Drop panic is resumed from collect");
+    let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("panics in Drop"), "{msg}");
+    for (i, &c) in counts.iter().enumerate() {
+        let expected = u8::from(i % 4 != 0);
+        assert_eq!(c, expected, "object {i} dropped {c} times");
+    }
+    assert_eq!(heap.len(), n / 4);
+    // The heap is whole: a later collection frees nothing more, and creation works.
+    assert_eq!(heap.collect().unwrap().freed, 0);
+    let h = heap.create(Node::default());
+    assert!(heap.get(h).is_some());
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "the workers run on rayon and crossbeam, where miri stops first (see the header)"
+)]
+fn delete_listeners_small_purges_and_one_thread_drop_on_the_calling_thread() {
+    let n = 2 * coreobject::gc::PARALLEL_DROP_MIN;
+    // A delete listener keeps destruction in order on the calling thread.
+    let (_, stats, counts) = drop_run(n, 2, None, parallel_drop_config(), true);
+    assert_eq!(stats.unwrap().drop_threads, 1);
+    assert!(counts
+        .iter()
+        .enumerate()
+        .all(|(i, &c)| c == u8::from(i % 2 != 0)));
+    // Too little to free.
+    let (_, stats, _) = drop_run(1000, 2, None, parallel_drop_config(), false);
+    assert_eq!(stats.unwrap().drop_threads, 1);
+    // One thread asked for.
+    let (_, stats, _) = drop_run(n, 2, None, GcConfig::MANUAL, false);
+    assert_eq!(stats.unwrap().drop_threads, 1);
+    // Two marking threads, but parallel drops not asked for.
+    let config = GcConfig {
+        parallel_drop: false,
+        ..parallel_drop_config()
+    };
+    let (_, stats, _) = drop_run(n, 2, None, config, false);
+    let stats = stats.unwrap();
+    assert_eq!((stats.mark_threads, stats.drop_threads), (2, 1));
+}

@@ -415,6 +415,55 @@ impl ObjectArray {
     /// it while a strong handle counts on it), and drops the object, catching
     /// a panicking `Drop`. Returns the bytes freed.
     pub(crate) fn free(&mut self, index: u32, caught: &mut Caught) -> usize {
+        let p = self.unlink(index);
+        // SAFETY: `p` was a live header that the slot no longer points at, so
+        // this is its one and only drop.
+        let class = unsafe { p.as_ref() }.class();
+        // SAFETY: as above; the vtable is the object's own class's.
+        guard(caught, || unsafe { (class.vt.drop)(p) });
+        // SAFETY: the value is dropped (a panicking `Drop` leaves it half-dropped,
+        // but never used again), its header is intact, and nothing points at it.
+        unsafe {
+            let (slot, layout) = slot_of(p);
+            self.slabs.free(slot, layout);
+        }
+        class.size()
+    }
+
+    /// [`free`](Self::free) without the drop and the memory: the object
+    /// joins `doomed`, whose values may then be dropped on other threads
+    /// ([`Doomed::parts`]) before [`release`](Self::release) takes the memory
+    /// back. Returns the bytes the object counts for.
+    pub(crate) fn free_later(&mut self, index: u32, doomed: &mut Doomed) -> usize {
+        let p = self.unlink(index);
+        doomed.ptrs.push(p);
+        // SAFETY: `p` heads a live object (its value is not dropped yet).
+        unsafe { p.as_ref() }.class().size()
+    }
+
+    /// Drops the values `doomed` still holds, on this thread, and takes the
+    /// memory of all of them back.
+    pub(crate) fn release(&mut self, mut doomed: Doomed, caught: &mut Caught) {
+        if !doomed.dropped {
+            for part in doomed.parts(1) {
+                if let Some(p) = part.drop_values() {
+                    caught.get_or_insert(p);
+                }
+            }
+        }
+        for &p in &doomed.ptrs {
+            // SAFETY: `p` left its slot in `free_later`, its value is dropped
+            // (by a part, each exactly once), its header is intact.
+            unsafe {
+                let (slot, layout) = slot_of(p);
+                self.slabs.free(slot, layout);
+            }
+        }
+        doomed.ptrs.clear();
+    }
+
+    /// Empties a slot and recycles its index; returns the object it held.
+    fn unlink(&mut self, index: u32) -> NonNull<Header> {
         let item = self.table.chunks.at(index);
         let s = item.serial();
         let retire = serial::generation(s) >= self.lease.limit;
@@ -429,18 +478,7 @@ impl ObjectArray {
         } else {
             self.table.release(index);
         }
-        // SAFETY: `p` was a live header that the slot no longer points at, so
-        // this is its one and only drop.
-        let class = unsafe { p.as_ref() }.class();
-        // SAFETY: as above; the vtable is the object's own class's.
-        guard(caught, || unsafe { (class.vt.drop)(p) });
-        // SAFETY: the value is dropped (a panicking `Drop` leaves it half-dropped,
-        // but never used again), its header is intact, and nothing points at it.
-        unsafe {
-            let (slot, layout) = slot_of(p);
-            self.slabs.free(slot, layout);
-        }
-        class.size()
+        p
     }
 
     /// Makes room for `n` more freed slots on the free list, so that freeing
@@ -648,6 +686,59 @@ impl Drop for ObjectArray {
             // (never the case outside tests) swallows them rather than abort.
             drop(self.drop_all());
         }
+    }
+}
+
+/// Objects taken out of their slots whose values are still to be dropped
+/// (see [`ObjectArray::free_later`]). No slot or handle reaches them any
+/// more: this list owns them.
+#[derive(Default)]
+pub(crate) struct Doomed {
+    ptrs: Vec<NonNull<Header>>,
+    /// The values were handed out to [`parts`](Self::parts) to drop.
+    dropped: bool,
+}
+
+// SAFETY: the list owns its objects outright (no slot points at them), and
+// every object is `Send + Sync` (the `Object` bound).
+unsafe impl Send for Doomed {}
+
+impl Doomed {
+    /// Splits the list into at most `n` parts whose values may be dropped on
+    /// different threads. Only the first call hands out the values; later
+    /// calls give nothing, so no value is dropped twice.
+    pub(crate) fn parts(&mut self, n: usize) -> Vec<DoomedPart<'_>> {
+        if std::mem::replace(&mut self.dropped, true) || self.ptrs.is_empty() {
+            return Vec::new();
+        }
+        let size = self.ptrs.len().div_ceil(n.max(1));
+        self.ptrs
+            .chunks(size)
+            .map(|c| DoomedPart { ptrs: c })
+            .collect()
+    }
+}
+
+/// A share of a [`Doomed`] list, to drop on one thread.
+pub(crate) struct DoomedPart<'a> {
+    ptrs: &'a [NonNull<Header>],
+}
+
+// SAFETY: a part is the only handle to its objects' values (`Doomed::parts`
+// hands each out once), and every object is `Send + Sync`.
+unsafe impl Send for DoomedPart<'_> {}
+
+impl DoomedPart<'_> {
+    /// Drops every value in the part, on the calling thread; a panicking
+    /// `Drop` does not stop the others. Returns the first panic.
+    pub(crate) fn drop_values(self) -> Caught {
+        let mut caught: Caught = None;
+        for &p in self.ptrs {
+            // SAFETY: `p` left its slot, and this part is the one place its value is
+            // dropped (the part is consumed); the vtable is its class's.
+            guard(&mut caught, || unsafe { (p.as_ref().class().vt.drop)(p) });
+        }
+        caught
     }
 }
 

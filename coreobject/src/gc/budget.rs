@@ -32,6 +32,11 @@ impl Budget {
         }
     }
 
+    /// Whether this is a stop-the-world allowance (no deadline, no work limit).
+    pub(crate) fn is_unlimited(&self) -> bool {
+        self.work == usize::MAX && self.deadline.is_none()
+    }
+
     /// Takes `n` units. Returns `true` once the budget is spent.
     #[inline(always)]
     pub(crate) fn spend(&mut self, n: usize) -> bool {

@@ -139,6 +139,7 @@ pub(crate) use par::ParMarker;
 pub use par::Termination;
 pub use stats::{CollectStats, GcTotals, Phase, PreCollect, Tick, Trigger};
 use sweep::Pending;
+pub use sweep::PARALLEL_DROP_MIN;
 
 type PreHook = Box<dyn FnMut(&PreCollect) + Send + Sync>;
 type PostHook = Box<dyn FnMut(&CollectStats) + Send + Sync>;
@@ -498,6 +499,7 @@ impl Collector {
             stats: CollectStats {
                 trigger,
                 mark_threads: 1,
+                drop_threads: 1,
                 ..CollectStats::default()
             },
             hw,

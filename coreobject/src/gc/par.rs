@@ -320,6 +320,23 @@ impl Pool {
     pub(crate) fn threads(&self) -> usize {
         self.pool.current_num_threads() + 1
     }
+
+    /// Runs `f` on every item, the first on the calling thread and the
+    /// others on the pool's threads, and returns once all are done. `f`
+    /// must not panic (rayon would resume it here, after the others).
+    pub(crate) fn run_each<T: Send>(&self, items: Vec<T>, f: impl Fn(T) + Sync) {
+        let mut items = items.into_iter();
+        let first = items.next();
+        let f = &f;
+        self.pool.in_place_scope(|s| {
+            for item in items {
+                s.spawn(move |_| f(item));
+            }
+            if let Some(item) = first {
+                f(item);
+            }
+        });
+    }
 }
 
 /// Marks what is reachable from `queue` on the pool's threads and the

@@ -65,6 +65,11 @@ pub struct CollectStats {
     /// [`GcConfig::threads`](crate::GcConfig::threads) asks for more and the
     /// heap is large enough ([`GcConfig::parallel_threshold`](crate::GcConfig::parallel_threshold)).
     pub mark_threads: usize,
+    /// Threads the freed objects' values were dropped on: more than 1 only
+    /// with [`GcConfig::parallel_drop`](crate::GcConfig::parallel_drop), in
+    /// an unbudgeted purge with no delete listener and at least
+    /// [`PARALLEL_DROP_MIN`](crate::gc::PARALLEL_DROP_MIN) objects to free.
+    pub drop_threads: usize,
 }
 
 /// Where the collector is in a cycle.

@@ -29,11 +29,15 @@ use std::time::{Duration, Instant};
 
 use super::budget::Budget;
 use super::{Collector, Cycle, Stage, Step};
-use crate::array::{flags, Item};
+use crate::array::{flags, Doomed, Item};
 use crate::handle::AnyObj;
 use crate::lifecycle::{guard, Caught, DestroyCx};
 use crate::listener::ObjectEvent;
 use crate::trace::prefetch_line;
+
+/// Objects a purge must free before it drops their values on several
+/// threads: below this, handing work to the pool costs more than it saves.
+pub const PARALLEL_DROP_MIN: usize = 16_384;
 
 /// An object with destruction hooks, waiting for `is_ready_for_finish_destroy`.
 /// Eight bytes: its slot, and when it started waiting, in milliseconds
@@ -222,6 +226,21 @@ impl Collector {
                 }
                 Step::Free(start) => {
                     let tf = Instant::now();
+                    // With `parallel_drop`, a stop-the-world purge with enough
+                    // to free and no delete listener (they run in order, on
+                    // this thread) drops the values on the marking pool: the slots are emptied here,
+                    // the values dropped on the workers, the memory taken back
+                    // here.
+                    let pool = self.pool.as_ref().filter(|p| {
+                        p.threads() > 1
+                            && self.config.parallel_drop
+                            && self.config.mark_threads() > 1
+                            && start == from
+                            && budget.is_unlimited()
+                            && stage.listeners.delete.is_empty()
+                            && cycle.stats.unreachable >= PARALLEL_DROP_MIN
+                    });
+                    let mut doomed = pool.map(|_| Doomed::default());
                     let marks = std::mem::take(&mut stage.array.condemned.marks);
                     let stats = &mut cycle.stats;
                     let resume = walk_zeros(&marks, start, to, budget, |i| {
@@ -244,7 +263,7 @@ impl Collector {
                         {
                             prefetch_line(p.as_ptr());
                         }
-                        stats.freed_bytes += free_one(stage, i, caught);
+                        stats.freed_bytes += free_one(stage, i, caught, doomed.as_mut());
                         stats.freed += 1;
                         if costly {
                             Cost::Costly
@@ -253,6 +272,20 @@ impl Collector {
                         }
                     });
                     stage.array.condemned.marks = marks;
+                    if let (Some(pool), Some(mut doomed)) = (pool, doomed) {
+                        let first: parking_lot::Mutex<Caught> = parking_lot::Mutex::new(None);
+                        let parts = doomed.parts(pool.threads());
+                        cycle.stats.drop_threads = parts.len();
+                        pool.run_each(parts, |part| {
+                            if let Some(p) = part.drop_values() {
+                                first.lock().get_or_insert(p);
+                            }
+                        });
+                        if let Some(p) = first.into_inner() {
+                            caught.get_or_insert(p);
+                        }
+                        stage.array.release(doomed, caught);
+                    }
                     cycle.stats.destroy += tf.elapsed();
                     if let Some(next) = resume {
                         cycle.step = Step::Free(next);
@@ -300,7 +333,7 @@ impl Collector {
         }
         let mut freed = Freed::default();
         for i in ready {
-            freed.bytes += free_one(stage, i, caught);
+            freed.bytes += free_one(stage, i, caught, None);
             freed.objects += 1;
         }
         freed
@@ -353,7 +386,12 @@ fn finish(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) {
 
 /// Delete listeners, the name, then the slot and the value, then the
 /// object's place in the outer → inners index. Returns the bytes freed.
-fn free_one(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) -> usize {
+fn free_one(
+    stage: &mut Stage<'_>,
+    index: u32,
+    caught: &mut Caught,
+    doomed: Option<&mut Doomed>,
+) -> usize {
     let item = stage.array.at(index);
     let this = handle_of(item, index);
     // (its outer, whether it is an outer), read before the slot is emptied.
@@ -374,7 +412,10 @@ fn free_one(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) -> usize {
     if item.flags() & flags::NAMED != 0 {
         stage.names.get_mut().remove(index);
     }
-    let bytes = stage.array.free(index, caught);
+    let bytes = match doomed {
+        Some(d) => stage.array.free_later(index, d),
+        None => stage.array.free(index, caught),
+    };
     if let Some((outer, is_outer)) = links {
         if is_outer {
             stage.inners.forget_outer(this);
