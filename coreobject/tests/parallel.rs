@@ -12,8 +12,11 @@
 //! and fan-out tests pass and then rayon's `in_place_scope` is flagged for
 //! freeing the scope while a finished job's frame still holds a protected
 //! reference to it (rayon-core's code, as in its issues #952 and #1008).
-//! So CI's miri step skips every test here that starts workers; the one
-//! that stays on one thread runs.
+//! So CI's strict-provenance miri run skips every test here that starts
+//! workers (the one that stays on one thread runs), and then runs the chain
+//! and worker-panic tests again under Tree Borrows with permissive
+//! provenance, which get through the dependencies and so check this
+//! crate's parallel marker.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
