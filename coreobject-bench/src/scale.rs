@@ -57,6 +57,20 @@ fn subtree(n: usize, i: usize) -> usize {
     count
 }
 
+/// One full collection: its stats, its time, how much its peak RSS rose
+/// above the RSS before it, and the RSS after it.
+fn timed_collect(
+    heap: &mut Heap,
+) -> Result<(coreobject::CollectStats, std::time::Duration, u64, u64), String> {
+    reset_peak();
+    let (before, _) = rss();
+    let t = Instant::now();
+    let stats = heap.collect().map_err(|e| e.to_string())?;
+    let time = t.elapsed();
+    let (after, peak) = rss();
+    Ok((stats, time, peak.saturating_sub(before), after))
+}
+
 /// One measurement at `n` objects; returns its figures as JSON.
 pub fn measure(n: usize) -> Result<Value, String> {
     let (rss0, _) = rss();
@@ -96,29 +110,18 @@ pub fn measure(n: usize) -> Result<Value, String> {
     let (rss_built, _) = rss();
 
     // A collection that frees nothing.
-    reset_peak();
-    let (before, _) = rss();
-    let t = Instant::now();
-    let keep = heap.collect().map_err(|e| e.to_string())?;
-    let collect_none = t.elapsed();
-    let (_, peak) = rss();
+    let (keep, collect_none, grow_none, _) = timed_collect(&mut heap)?;
     if keep.freed != 0 || heap.len() != n {
         return Err(format!(
             "scale {n}: the first collection freed {} of {n}",
             keep.freed
         ));
     }
-    let grow_none = peak.saturating_sub(before);
 
     // Drop 7 of the root's 8 subtrees: a collection that frees most.
     let dropped: usize = (2..=FAN).map(|i| subtree(n, i)).sum();
     heap[root].kids.truncate(1);
-    reset_peak();
-    let (before, _) = rss();
-    let t = Instant::now();
-    let most = heap.collect().map_err(|e| e.to_string())?;
-    let collect_most = t.elapsed();
-    let (after, peak) = rss();
+    let (most, collect_most, grow_most, after) = timed_collect(&mut heap)?;
     if most.freed != dropped || heap.len() != n - dropped {
         return Err(format!(
             "scale {n}: the second collection freed {} (expected {dropped}), {} left",
@@ -126,7 +129,6 @@ pub fn measure(n: usize) -> Result<Value, String> {
             heap.len()
         ));
     }
-    let grow_most = peak.saturating_sub(before);
     let sum: u64 = heap.iter_of::<Node>().map(|(_, v)| v.v).sum();
     let kept = n - dropped;
     std::hint::black_box(sum);

@@ -150,8 +150,9 @@ pub struct GcConfig {
     /// (waking the pool's threads and waiting for them to finish costs tens
     /// of microseconds; small heaps mark faster alone). 50,000 by default.
     pub parallel_threshold: usize,
-    /// With [`threads`](Self::threads) above 1: drop the values of freed
-    /// objects on the marking workers too (Unreal's
+    /// In cycles that mark on several threads ([`threads`](Self::threads)
+    /// above 1, and [`parallel_threshold`](Self::parallel_threshold)
+    /// reached): drop the values of freed objects on the marking workers too (Unreal's
     /// `gc.MultithreadedDestructionEnabled`), in stop-the-world purges that
     /// free at least [`PARALLEL_DROP_MIN`](crate::gc::PARALLEL_DROP_MIN)
     /// objects and have no delete listener (those run in order, on the

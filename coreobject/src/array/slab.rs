@@ -227,8 +227,9 @@ impl Slab {
         }
     }
 
-    /// Every page of this slab: on the room list, or full (found from
-    /// `live_slot`s, the slots of live objects).
+    /// Moves this slab's room-list pages into `full` and empties the list
+    /// (pages off the list are full; [`Slabs::release`] finds them through
+    /// the live objects' slots).
     fn release_all(&mut self, full: &mut Vec<*mut PageHead>) {
         let mut p = self.room;
         while !p.is_null() {
@@ -245,8 +246,7 @@ impl Slab {
 /// objects too large or too aligned to pool.
 pub(crate) struct Slabs {
     classes: Box<[Mutex<Slab>]>,
-    /// Pages that are full (not on any room list) are found through the
-    /// live objects when the heap is dropped; see [`Slabs::drop_live`].
+    /// Objects allocated from the global allocator, live.
     large: Mutex<usize>,
 }
 
@@ -340,7 +340,7 @@ impl Slabs {
     }
 
     /// Whether objects of `layout` live in pages (and so are released with
-    /// them by [`drop_live`](Self::drop_live)).
+    /// them by [`release`](Self::release)).
     #[inline]
     pub(crate) fn pooled(layout: Layout) -> bool {
         class_of(layout).is_some()

@@ -204,11 +204,9 @@ impl<'a> Marker<'a> {
             // SAFETY: the vtable belongs to the header's own class.
             unsafe { (h.class().vt.trace_mark)(p, self) }
         }
-        if h.has_outer() {
-            // SAFETY: as above; `p` is the item's pointer, with its slot's provenance.
-            if let Some(o) = unsafe { Header::outer(p) } {
-                self.visit(o);
-            }
+        // SAFETY: as above; `p` is the item's pointer, with its slot's provenance.
+        if let Some(o) = unsafe { Header::outer(p) } {
+            self.visit(o);
         }
         if key != 0 {
             self.visit_inners(key);

@@ -195,6 +195,9 @@ struct Cycle {
     pool_end: u32,
     /// Objects the collector considered when the cycle started.
     live_at_start: usize,
+    /// Threads this cycle's drains run on (decided once: with `threads: 0`
+    /// it asks the OS).
+    threads: usize,
     /// How much of the root list marking has read.
     roots_seen: usize,
     /// Objects created during the cycle, found so far.
@@ -505,6 +508,11 @@ impl Collector {
             hw,
             pool_end,
             live_at_start: array.len(),
+            threads: if array.len() >= self.config.parallel_threshold {
+                self.config.mark_threads()
+            } else {
+                1
+            },
             roots_seen: 0,
             born: Vec::new(),
             born_seen: 0,
@@ -612,11 +620,7 @@ impl Collector {
         stage.array.sync();
         stage.array.take_born(&mut cycle.born);
         // Drains of a large enough heap run on several threads, budgeted or not.
-        let threads = if cycle.live_at_start >= self.config.parallel_threshold {
-            self.config.mark_threads()
-        } else {
-            1
-        };
+        let threads = cycle.threads;
         if threads > 1 && self.pool.as_ref().map(par::Pool::threads) != Some(threads) {
             // A pool whose threads cannot start leaves marking on this thread.
             self.pool = par::Pool::new(threads);

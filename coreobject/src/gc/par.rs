@@ -629,11 +629,9 @@ impl ParMarker<'_> {
             // SAFETY: the vtable belongs to the header's own class.
             unsafe { (h.class().vt.trace_par)(p, self) }
         }
-        if h.has_outer() {
-            // SAFETY: as above; `p` is the item's pointer, with its slot's provenance.
-            if let Some(o) = unsafe { Header::outer(p) } {
-                self.visit(o);
-            }
+        // SAFETY: as above; `p` is the item's pointer, with its slot's provenance.
+        if let Some(o) = unsafe { Header::outer(p) } {
+            self.visit(o);
         }
         if key != 0 {
             if let Some(inners) = self.shared.inners {

@@ -232,9 +232,9 @@ impl Collector {
                     // the values dropped on the workers, the memory taken back
                     // here.
                     let pool = self.pool.as_ref().filter(|p| {
-                        p.threads() > 1
-                            && self.config.parallel_drop
-                            && self.config.mark_threads() > 1
+                        self.config.parallel_drop
+                            && cycle.threads > 1
+                            && p.threads() == cycle.threads
                             && start == from
                             && budget.is_unlimited()
                             && stage.listeners.delete.is_empty()
