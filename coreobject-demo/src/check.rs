@@ -87,31 +87,31 @@ fn walk(sim: &Sim) -> Walk {
 
 /// The strong handles in one object, by its class's fields.
 fn edges_of(heap: &Heap, h: AnyObj, out: &mut Vec<AnyObj>) {
-    fn typed<T: Object>(h: AnyObj) -> Obj<T> {
-        h.assume()
+    fn get<T: Object>(heap: &Heap, h: AnyObj) -> Option<&T> {
+        heap.get(heap.downcast::<T>(h)?)
     }
-    if let Some(w) = heap.get(typed::<World>(h)) {
+    if let Some(w) = get::<World>(heap, h) {
         out.extend(w.levels.iter().map(|l| l.any()));
         out.extend(w.registry.values().map(|a| a.any()));
-    } else if let Some(l) = heap.get(typed::<Level>(h)) {
+    } else if let Some(l) = get::<Level>(heap, h) {
         out.extend(l.actors.iter().map(|a| a.any()));
         out.extend(l.projectiles.iter().map(|p| p.any()));
-    } else if let Some(a) = heap.get(typed::<Actor>(h)) {
+    } else if let Some(a) = get::<Actor>(heap, h) {
         out.extend(a.root.map(|c| c.any()));
         out.extend(a.components.iter().map(|c| c.any()));
         out.extend(a.sockets.values().map(|c| c.any()));
         out.extend(a.owner.map(|o| o.any()));
         out.extend(a.loadout.weapon.map(|x| x.any()));
         out.extend(a.loadout.slots.iter().flatten().map(|x| x.any()));
-    } else if let Some(c) = heap.get(typed::<Component>(h)) {
+    } else if let Some(c) = get::<Component>(heap, h) {
         out.extend(c.attach_parent.map(|p| p.any()));
         out.extend(c.asset.map(|x| x.any()));
         out.extend(c.material.map(|x| x.any()));
-    } else if heap.get(typed::<Projectile>(h)).is_some() {
+    } else if get::<Projectile>(heap, h).is_some() {
         // Only a weak instigator.
-    } else if let Some(p) = heap.get(typed::<Package>(h)) {
+    } else if let Some(p) = get::<Package>(heap, h) {
         out.extend(p.assets.iter().map(|a| a.any()));
-    } else if let Some(a) = heap.get(typed::<Asset>(h)) {
+    } else if let Some(a) = get::<Asset>(heap, h) {
         out.extend(a.deps.iter().map(|d| d.any()));
     }
 }

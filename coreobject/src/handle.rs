@@ -110,21 +110,30 @@ impl AnyObj {
         }
     }
 
-    /// Views this handle as a typed one **without** checking the class. The
-    /// class is still checked whenever the typed handle is resolved, so a
-    /// wrong guess resolves to `None`, never to a value of the wrong type.
-    /// Prefer [`Heap::downcast`](crate::Heap::downcast).
+    /// Views this handle as a typed one **without** checking the class.
+    /// [`Heap::downcast`](crate::Heap::downcast) is the checked, safe way.
+    ///
+    /// Typed handles resolve without comparing the class (the serial already
+    /// names one object, of one class, for the slot's whole life), so a wrong
+    /// guess here would read one type as another.
+    ///
+    /// # Safety
+    /// Whenever this handle's object is alive, it must be a `T`: the handle
+    /// came from an `Obj<T>` or `Weak<T>` ([`Obj::any`]), from
+    /// `Heap::downcast::<T>`, or from creating a `T`. A handle that names no
+    /// live object (stale, foreign, made up) is fine: it never resolves.
     ///
     /// ```
     /// # use coreobject::{Heap, Object};
-    /// # #[derive(Object, Default)] struct Rock;
-    /// # #[derive(Object, Default)] struct Tree;
+    /// # #[derive(Object, Default)] struct Rock(u32);
     /// let heap = Heap::new();
-    /// let any = heap.create(Rock).any();
-    /// assert!(heap.get(any.assume::<Tree>()).is_none());
+    /// let any = heap.create(Rock(7)).any();
+    /// // SAFETY: `any` came from an `Obj<Rock>`.
+    /// let rock = unsafe { any.assume::<Rock>() };
+    /// assert_eq!(heap[rock].0, 7);
     /// ```
     #[inline]
-    pub const fn assume<T>(self) -> Obj<T> {
+    pub const unsafe fn assume<T>(self) -> Obj<T> {
         Obj {
             raw: self,
             _t: PhantomData,
@@ -292,9 +301,9 @@ impl<T> Weak<T> {
     }
 }
 
-/// Anything that names an object: [`Obj`], [`Weak`], [`AnyObj`] or a
-/// [`StrongObj`](crate::StrongObj). [`Heap::get`](crate::Heap::get) and
-/// friends take any of them.
+/// A typed handle: [`Obj`], [`Weak`] or a [`StrongObj`](crate::StrongObj).
+/// [`Heap::get`](crate::Heap::get) and friends take any of them. Sealed:
+/// resolving trusts the handle's `Target`, so only this crate implements it.
 ///
 /// ```
 /// # use coreobject::{Handle, Heap, Object};
@@ -303,11 +312,20 @@ impl<T> Weak<T> {
 /// let h = heap.create(Rock);
 /// assert_eq!(h.downgrade().any_obj(), h.any());
 /// ```
-pub trait Handle {
+pub trait Handle: sealed::Sealed {
     /// The type the handle resolves to.
     type Target: 'static;
     /// The untyped handle.
     fn any_obj(&self) -> AnyObj;
+}
+
+mod sealed {
+    /// Only this crate's handles are [`Handle`](super::Handle)s: resolving one
+    /// trusts its `Target` (see `ObjectArray::resolve`).
+    pub trait Sealed {}
+    impl<T> Sealed for super::Obj<T> {}
+    impl<T> Sealed for super::Weak<T> {}
+    impl<T> Sealed for &crate::StrongObj<T> {}
 }
 
 impl<T: 'static> Handle for Obj<T> {

@@ -445,7 +445,14 @@ impl Heap {
             return Err(PoolError::CreateAtWhileOpen.into());
         }
         self.array.claim_with_serial(index, serial)?;
-        Ok(self.publish(index, value, None))
+        let h = self.publish_quiet(index, value, None);
+        // Handles to another class may carry this serial: typed resolves of
+        // this object compare the class (see `ObjectArray::resolve`).
+        self.array.at(index).set(flags::RESTORED);
+        if !self.listeners.create.is_empty() {
+            self.notify_create(h.any());
+        }
+        Ok(h)
     }
 
     #[inline]
@@ -659,8 +666,7 @@ impl Heap {
     /// assert!(heap.downcast::<Gem>(any).is_none());
     /// ```
     pub fn downcast<T: Object>(&self, h: AnyObj) -> Option<Obj<T>> {
-        self.array.resolve::<T>(h, flags::DEAD).ok()?;
-        Some(h.assume())
+        self.array.downcast(h, flags::DEAD)
     }
 
     /// The class of a live object (Unreal's `GetClass`).
@@ -781,7 +787,7 @@ impl Heap {
     /// `TStrongObjectPtr`). `None` if the object is not alive.
     pub fn strong<T: Object>(&self, h: Obj<T>) -> Option<StrongObj<T>> {
         self.array.resolve::<T>(h.any(), flags::DEAD).ok()?;
-        Some(self.array.strong(h.any()))
+        Some(self.array.strong(h))
     }
 
     /// The number of [`StrongObj`] handles to an object.
@@ -960,10 +966,7 @@ impl Heap {
     /// assert_eq!(heap.iter_of::<Coin>().map(|(_, c)| c.0).sum::<u32>(), 5);
     /// ```
     pub fn iter_of<T: Object>(&self) -> impl Iterator<Item = (Obj<T>, &T)> + '_ {
-        self.iter().filter_map(|o| {
-            let v = o.downcast::<T>()?;
-            Some((o.id().assume(), v))
-        })
+        self.iter().filter_map(|o| o.typed::<T>())
     }
 
     /// Live objects the collector considers: everything outside the

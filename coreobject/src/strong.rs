@@ -20,7 +20,6 @@
 //! ```
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::array::Chunks;
@@ -29,19 +28,17 @@ use crate::handle::{AnyObj, Handle, Obj};
 /// A strong handle that roots its object while it exists.
 pub struct StrongObj<T> {
     chunks: Arc<Chunks>,
-    raw: AnyObj,
-    _t: PhantomData<fn() -> T>,
+    raw: Obj<T>,
 }
 
 impl<T> StrongObj<T> {
     /// Takes a count on `raw`'s slot. Returns the previous count.
-    pub(crate) fn acquire(chunks: &Arc<Chunks>, raw: AnyObj) -> (StrongObj<T>, u32) {
+    pub(crate) fn acquire(chunks: &Arc<Chunks>, raw: Obj<T>) -> (StrongObj<T>, u32) {
         let prev = chunks.at(raw.index()).acquire();
         (
             StrongObj {
                 chunks: chunks.clone(),
                 raw,
-                _t: PhantomData,
             },
             prev,
         )
@@ -57,7 +54,7 @@ impl<T> StrongObj<T> {
     /// assert_eq!(heap.strong(s).unwrap().obj(), s);
     /// ```
     pub fn obj(&self) -> Obj<T> {
-        self.raw.assume()
+        self.raw
     }
 }
 
@@ -82,6 +79,6 @@ impl<T> fmt::Debug for StrongObj<T> {
 impl<T: 'static> Handle for &StrongObj<T> {
     type Target = T;
     fn any_obj(&self) -> AnyObj {
-        self.raw
+        self.raw.any()
     }
 }

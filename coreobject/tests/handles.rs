@@ -124,25 +124,61 @@ fn any_downcast_checks_the_class() {
     assert!(std::ptr::eq(heap.class_of(any).unwrap(), Hero::class()));
     assert_eq!(heap.class_of(rock).unwrap().name(), "Rock");
 
-    // A wrong guess made without checking still never yields a wrong value.
-    let wrong: Obj<Rock> = any.assume();
-    assert!(heap.get(wrong).is_none());
-    assert!(heap.upgrade(wrong.downgrade()).is_none());
-    let err = heap.try_get(wrong).unwrap_err();
+    // SAFETY: `any` came from an `Obj<Hero>`.
+    assert_eq!(heap[unsafe { any.assume::<Hero>() }].hp, 3);
+}
+
+/// The one way safe code can make a typed handle's serial name an object of
+/// another class: `create_at_with_serial` (undo) restoring a slot's last
+/// serial with a different class. Such objects are flagged, and typed
+/// resolves compare the class there.
+#[test]
+fn a_restored_slot_checks_the_class() {
+    let mut heap = Heap::new();
+    let hero = heap.create(Hero { hp: 3 });
+    let weak = hero.downgrade();
+    heap.collect().unwrap(); // unrooted: freed
+    let rock = heap
+        .create_at_with_serial(hero.index(), hero.serial(), Rock)
+        .unwrap();
+    assert_eq!(rock.any(), hero.any(), "the old serial is back");
+    assert!(heap.get(hero).is_none());
+    assert!(heap.get(weak).is_none());
+    assert!(heap.get_even_if_garbage(hero).is_none());
+    assert!(heap.get_mut(hero).is_none());
+    assert!(heap.upgrade(weak).is_none());
+    assert!(heap.strong(hero).is_none());
+    assert_eq!(heap.downcast::<Hero>(hero.any()), None);
+    let err = heap.try_get(hero).unwrap_err();
     assert_eq!(
         err,
         ResolveError::WrongClass {
-            handle: any,
-            expected: "Rock",
-            actual: "Hero",
+            handle: hero.any(),
+            expected: "Hero",
+            actual: "Rock",
         }
     );
     assert!(
-        err.to_string().contains("names a Hero, not a Rock"),
+        err.to_string().contains("names a Rock, not a Hero"),
         "{err}"
     );
-    // The right guess works.
-    assert_eq!(heap[any.assume::<Hero>()].hp, 3);
+    assert!(heap.get(rock).is_some());
+    assert_eq!(heap.downcast::<Rock>(hero.any()), Some(rock));
+
+    // The same restore with the same class: old handles resolve (undo).
+    heap.collect().unwrap();
+    let back = heap
+        .create_at_with_serial(hero.index(), hero.serial(), Hero { hp: 8 })
+        .unwrap();
+    assert_eq!(back, hero);
+    assert_eq!(heap[hero].hp, 8);
+    assert_eq!(heap.get(weak).map(|h| h.hp), Some(8));
+    // Once freed, the slot moves on and a plain create there is unflagged.
+    heap.collect().unwrap();
+    let next = heap.create(Hero { hp: 1 });
+    assert_eq!(next.index(), hero.index());
+    assert!(heap.get(hero).is_none());
+    assert_eq!(heap[next].hp, 1);
 }
 
 #[test]
@@ -154,9 +190,12 @@ fn made_up_handles_never_resolve() {
     let wrong_index = AnyObj::from_bits(bits + 1).unwrap();
     let far_index = AnyObj::from_bits(bits | 0xFFFF_FFFF).unwrap();
     for made_up in [wrong_serial, wrong_index, far_index] {
-        assert!(heap.get(made_up.assume::<Hero>()).is_none(), "{made_up:?}");
+        assert!(heap.downcast::<Hero>(made_up).is_none(), "{made_up:?}");
+        // SAFETY: `made_up` names no live object (the heap holds only `h`).
+        let typed = unsafe { made_up.assume::<Hero>() };
+        assert!(heap.get(typed).is_none(), "{made_up:?}");
         assert!(!heap.contains(made_up));
-        assert!(heap.try_get(made_up.assume::<Hero>()).is_err());
+        assert!(heap.try_get(typed).is_err());
     }
 }
 

@@ -79,10 +79,9 @@ impl Lifecycle for Probe {
             Some(o) => format!(" peer={}", o.name),
             None => " peer=gone".to_string(),
         });
-        assert!(
-            cx.get(cx.this().assume::<Probe>()).is_none(),
-            "self is borrowed mutably"
-        );
+        // SAFETY: `this` is the Probe being destroyed.
+        let this = unsafe { cx.this().assume::<Probe>() };
+        assert!(cx.get(this).is_none(), "self is borrowed mutably");
         self.push(format!("begin {}{}", self.name, peer.unwrap_or_default()));
         if self.panic_at == PanicAt::Begin {
             panic!("begin_destroy of {}", self.name);

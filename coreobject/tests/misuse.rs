@@ -138,14 +138,19 @@ fn foreign_handle() {
 
 #[test]
 fn garbage_and_wrong_class_handles() {
-    let heap = Heap::new();
-    let rock = heap.create(Rock::default());
-    let tree = heap.create(Tree);
-    let err = heap.try_get(tree.any().assume::<Rock>()).unwrap_err();
+    let mut heap = Heap::new();
+    // A wrong class can only be met in a slot restored under an old serial.
+    let old = heap.create(Rock::default());
+    heap.collect().unwrap();
+    let tree = heap
+        .create_at_with_serial(old.index(), old.serial(), Tree)
+        .unwrap();
+    let err = heap.try_get(old).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!("handle {:?} names a Tree, not a Rock", tree.any())
     );
+    let rock = heap.create(Rock::default());
     heap.mark_as_garbage(rock).unwrap();
     let err = heap.try_get(rock).unwrap_err();
     assert_eq!(err, ResolveError::Garbage(rock.any()));

@@ -178,6 +178,25 @@ impl Ided for Leaf {
 }
 
 /// What one handle resolves to through each door (as model ids).
+/// `h`, which the model created as a `T`, as a typed handle. Typed resolves
+/// trust the class, so this first checks that the slot holds no object of
+/// another class under `h`'s serial (that would be a handle reaching another
+/// object: the bug this model hunts) and panics if it does.
+fn typed<T: Object>(heap: &Heap, h: AnyObj) -> Obj<T> {
+    if let Some(c) = heap.class_of(h) {
+        assert!(
+            std::ptr::eq(c, T::class()),
+            "{h:?} names a {}, not a {}",
+            c.name(),
+            T::class().name()
+        );
+    }
+    // SAFETY: the model created `h` as a `T`, and its serial names no object
+    // of another class that the heap's doors can reach (checked above; they
+    // never resolve an object being destroyed, which `class_of` skips too).
+    unsafe { h.assume() }
+}
+
 struct Doors {
     get: Option<u64>,
     /// `Err(true)` for a stale handle.
@@ -191,7 +210,7 @@ struct Doors {
 
 impl Doors {
     fn of<T: Ided>(heap: &Heap, h: AnyObj) -> Doors {
-        let o = h.assume::<T>();
+        let o = typed::<T>(heap, h);
         let id = |o: Obj<T>| heap.get(o).map(T::id);
         Doors {
             get: heap.get(o).map(T::id),
@@ -210,9 +229,10 @@ impl Doors {
     /// Whether the handle resolves as an object of class `T` (it never should:
     /// it was issued for the other class).
     fn wrong<T: Object>(heap: &Heap, h: AnyObj) -> bool {
-        heap.get(h.assume::<T>()).is_some()
-            || heap.get_even_if_garbage(h.assume::<T>()).is_some()
-            || heap.downcast::<T>(h).is_some()
+        heap.downcast::<T>(h).is_some()
+            || heap
+                .class_of(h)
+                .is_some_and(|c| std::ptr::eq(c, T::class()))
     }
 }
 
@@ -1033,8 +1053,14 @@ impl World {
             Op::Hold(i) => {
                 let m = &mut self.objs[i];
                 let held = match m.class {
-                    Class::Node => self.heap.strong(m.h.assume::<Node>()).map(Held::Node),
-                    Class::Leaf => self.heap.strong(m.h.assume::<Leaf>()).map(Held::Leaf),
+                    Class::Node => self
+                        .heap
+                        .strong(typed::<Node>(&self.heap, m.h))
+                        .map(Held::Node),
+                    Class::Leaf => self
+                        .heap
+                        .strong(typed::<Leaf>(&self.heap, m.h))
+                        .map(Held::Leaf),
                 };
                 match held {
                     Some(s) => {
@@ -1338,8 +1364,8 @@ impl World {
         let target_class = self.objs[to].class;
         if !self.objs[from].resolvable() {
             let none = match self.objs[from].class {
-                Class::Node => self.heap.get_mut(fh.assume::<Node>()).is_none(),
-                Class::Leaf => self.heap.get_mut(fh.assume::<Leaf>()).is_none(),
+                Class::Node => self.heap.get_mut(typed::<Node>(&self.heap, fh)).is_none(),
+                Class::Leaf => self.heap.get_mut(typed::<Leaf>(&self.heap, fh)).is_none(),
             };
             assert!(
                 none,
@@ -1352,11 +1378,15 @@ impl World {
         match m.class {
             // `get_mut` for nodes, `heap[h]` for leaves.
             Class::Node => {
-                let n = self.heap.get_mut(fh.assume::<Node>()).expect("live node");
+                let kid = (target_class == Class::Node).then(|| typed::<Node>(&self.heap, th));
+                let n = self
+                    .heap
+                    .get_mut(typed::<Node>(&self.heap, fh))
+                    .expect("live node");
                 if weak {
                     // A weak reference to a leaf is not possible: clear instead.
                     let w = (target_class == Class::Node).then_some(to);
-                    n.weak = w.map(|_| th.assume::<Node>().downgrade());
+                    n.weak = kid.map(|k| k.downgrade());
                     m.weak = w;
                 } else if m.kids.len() < MAX_KIDS {
                     n.kids.push(th);
@@ -1371,13 +1401,15 @@ impl World {
                 if target_class != Class::Node {
                     return;
                 }
-                let l = &mut self.heap[fh.assume::<Leaf>()];
+                let kid = typed::<Node>(&self.heap, th);
+                let from = typed::<Leaf>(&self.heap, fh);
+                let l = &mut self.heap[from];
                 if m.kids.len() < MAX_KIDS {
-                    l.kids.push(th.assume());
+                    l.kids.push(kid);
                     m.kids.push(to);
                 } else {
                     let k = pos % m.kids.len();
-                    l.kids[k] = th.assume();
+                    l.kids[k] = kid;
                     m.kids[k] = to;
                 }
             }
@@ -1389,7 +1421,7 @@ impl World {
         let m = &mut self.objs[from];
         match m.class {
             Class::Node => {
-                let Some(n) = self.heap.get_mut(fh.assume::<Node>()) else {
+                let Some(n) = self.heap.get_mut(typed::<Node>(&self.heap, fh)) else {
                     assert!(!m.resolvable(), "live node {from} did not resolve");
                     return;
                 };
@@ -1408,7 +1440,7 @@ impl World {
                 }
             }
             Class::Leaf => {
-                let Some(l) = self.heap.get_mut(fh.assume::<Leaf>()) else {
+                let Some(l) = self.heap.get_mut(typed::<Leaf>(&self.heap, fh)) else {
                     assert!(!m.resolvable(), "live leaf {from} did not resolve");
                     return;
                 };
@@ -1716,7 +1748,7 @@ impl World {
         // Fields, through the door that sees garbage too.
         match m.class {
             Class::Node => {
-                let n = heap.get_even_if_garbage(h.assume::<Node>());
+                let n = heap.get_even_if_garbage(typed::<Node>(heap, h));
                 assert_eq!(n.is_some(), live, "get_even_if_garbage {i} ({state:?})");
                 let Some(n) = n else { return };
                 assert_eq!(
@@ -1752,7 +1784,7 @@ impl World {
                 }
             }
             Class::Leaf => {
-                let l = heap.get_even_if_garbage(h.assume::<Leaf>());
+                let l = heap.get_even_if_garbage(typed::<Leaf>(heap, h));
                 assert_eq!(l.is_some(), live, "get_even_if_garbage {i} ({state:?})");
                 let Some(l) = l else { return };
                 assert_eq!(
@@ -1784,14 +1816,14 @@ impl World {
         }
         let (get, even, wrong) = match self.objs[i].class {
             Class::Node => (
-                heap.get(h.assume::<Node>()).is_some(),
-                heap.get_even_if_garbage(h.assume::<Node>()).is_some(),
-                heap.get(h.assume::<Leaf>()).is_some(),
+                heap.get(typed::<Node>(heap, h)).is_some(),
+                heap.get_even_if_garbage(typed::<Node>(heap, h)).is_some(),
+                heap.downcast::<Leaf>(h).is_some(),
             ),
             Class::Leaf => (
-                heap.get(h.assume::<Leaf>()).is_some(),
-                heap.get_even_if_garbage(h.assume::<Leaf>()).is_some(),
-                heap.get(h.assume::<Node>()).is_some(),
+                heap.get(typed::<Leaf>(heap, h)).is_some(),
+                heap.get_even_if_garbage(typed::<Leaf>(heap, h)).is_some(),
+                heap.downcast::<Node>(h).is_some(),
             ),
         };
         assert!(!get && !even && !wrong, "freed {i} resolved");

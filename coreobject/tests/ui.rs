@@ -8,6 +8,10 @@
 //! * `union`: unions cannot be traced.
 //! * `listener_reenters_heap`: a delete listener that tries to collect; a
 //!   listener gets no heap and cannot borrow one.
+//! * `assume_without_unsafe`: `AnyObj::assume` outside `unsafe` (typed
+//!   resolves trust the class; `Heap::downcast` is the checked way).
+//! * `foreign_handle_impl`: `Handle` is sealed, so no outside type can claim
+//!   a `Target` its handle does not name.
 //! * `borrow_across_collect`: a `&T` from `heap.get` held across
 //!   `heap.collect()`; the borrow checker makes every collection a safe point.
 //!

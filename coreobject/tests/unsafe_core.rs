@@ -71,7 +71,9 @@ impl Lifecycle for Tracked {
             .partner
             .and_then(|p| cx.get(p))
             .map(|p| p.label.clone());
-        assert!(cx.get(cx.this().assume::<Tracked>()).is_none());
+        // SAFETY: `this` is the Tracked being destroyed.
+        let this = unsafe { cx.this().assume::<Tracked>() };
+        assert!(cx.get(this).is_none());
         self.log
             .lock()
             .unwrap()

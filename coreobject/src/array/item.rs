@@ -55,6 +55,10 @@ pub(crate) mod flags {
     pub const OUTER: u32 = 1 << 10;
     /// Has a name in the names index (so unnamed objects never probe it).
     pub const NAMED: u32 = 1 << 11;
+    /// Created by [`Heap::create_at_with_serial`](crate::Heap::create_at_with_serial),
+    /// whose serial may have named an object of another class: typed
+    /// resolves compare the class here, and nowhere else.
+    pub const RESTORED: u32 = 1 << 12;
     /// Hidden from `get`: garbage or being destroyed.
     pub const DEAD: u32 = GARBAGE | UNREACHABLE;
 }

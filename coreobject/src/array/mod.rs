@@ -265,7 +265,9 @@ impl ObjectArray {
             f |= flags::DISREGARD;
         }
         item.fill(ObjBox::alloc(&self.slabs, value, outer), f, serial);
-        AnyObj::new(index, NonZeroU32::new(serial).expect("tag is never 0")).assume()
+        let h = AnyObj::new(index, NonZeroU32::new(serial).expect("tag is never 0"));
+        // SAFETY: the slot now holds a `T` under this serial.
+        unsafe { h.assume() }
     }
 
     // ----- resolving ------------------------------------------------------------
@@ -273,6 +275,16 @@ impl ObjectArray {
     /// Finds a handle's live header, hiding objects whose flags meet `hidden`.
     #[inline(always)]
     pub(crate) fn lookup(&self, h: AnyObj, hidden: u32) -> Result<NonNull<Header>, ResolveError> {
+        let (p, f) = self.find(h)?;
+        if f & hidden != 0 || self.condemned.active {
+            return self.hidden(h, p, f, hidden);
+        }
+        Ok(p)
+    }
+
+    /// The slot's object and flags, if its serial is the handle's.
+    #[inline(always)]
+    fn find(&self, h: AnyObj) -> Result<(NonNull<Header>, u32), ResolveError> {
         let Some(item) = self.table.item(h.index()) else {
             return Err(self.miss(h));
         };
@@ -282,7 +294,20 @@ impl ObjectArray {
         let Some(p) = item.object() else {
             return Err(self.miss(h));
         };
-        let f = item.flags();
+        Ok((p, item.flags()))
+    }
+
+    /// The rest of [`lookup`](Self::lookup), off the fast path: whether the
+    /// flags `f` or the purge in flight hide the object.
+    #[cold]
+    #[inline(never)]
+    fn hidden(
+        &self,
+        h: AnyObj,
+        p: NonNull<Header>,
+        f: u32,
+        hidden: u32,
+    ) -> Result<NonNull<Header>, ResolveError> {
         if f & hidden != 0 {
             return Err(ResolveError::Garbage(h));
         }
@@ -328,6 +353,15 @@ impl ObjectArray {
         Ok(unsafe { Header::outer(p) })
     }
 
+    /// The typed handle for a live object of class `T` (hidden per `hidden`).
+    pub(crate) fn downcast<T: Object>(&self, h: AnyObj, hidden: u32) -> Option<Obj<T>> {
+        if !self.header(h, hidden).ok()?.class().is::<T>() {
+            return None;
+        }
+        // SAFETY: the object this serial names is a `T` (its class was just compared).
+        Some(unsafe { h.assume() })
+    }
+
     /// The header of a live object.
     #[inline]
     pub(crate) fn header(&self, h: AnyObj, hidden: u32) -> Result<&Header, ResolveError> {
@@ -336,28 +370,61 @@ impl ObjectArray {
         Ok(unsafe { p.as_ref() })
     }
 
+    /// A typed lookup. The class is compared only in restored slots: see
+    /// [`resolve`](Self::resolve) for why no other slot needs it.
     #[inline(always)]
     fn typed<T: Object>(&self, h: AnyObj, hidden: u32) -> Result<NonNull<Header>, ResolveError> {
-        let p = self.lookup(h, hidden)?;
-        // SAFETY: `p` is a live header; reading its class is a shared read.
-        let class = unsafe { p.as_ref() }.class();
-        if !class.is::<T>() {
-            return Err(ResolveError::WrongClass {
-                handle: h,
-                expected: T::class().name(),
-                actual: class.name(),
-            });
+        let (p, f) = self.find(h)?;
+        if f & (hidden | flags::RESTORED) != 0 || self.condemned.active {
+            return self.typed_slow::<T>(h, p, f, hidden);
+        }
+        Ok(p)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn typed_slow<T: Object>(
+        &self,
+        h: AnyObj,
+        p: NonNull<Header>,
+        f: u32,
+        hidden: u32,
+    ) -> Result<NonNull<Header>, ResolveError> {
+        let p = self.hidden(h, p, f, hidden)?;
+        if f & flags::RESTORED != 0 {
+            // SAFETY: `p` is a live header; reading its class is a shared read.
+            let class = unsafe { p.as_ref() }.class();
+            if !class.is::<T>() {
+                return Err(ResolveError::WrongClass {
+                    handle: h,
+                    expected: T::class().name(),
+                    actual: class.name(),
+                });
+            }
         }
         Ok(p)
     }
 
     /// The one safe door from a handle to a shared reference.
     ///
-    /// The proof, stated once: the lookup found a live header whose class is
-    /// `T`'s, so it heads an `ObjBox<T>`; objects are freed and mutably
-    /// borrowed only through `&mut self`, which cannot coexist with the
-    /// returned `&T`. (Destruction hooks borrow their own object mutably while
-    /// a `&ObjectArray` exists: [`DestroyCx`](crate::DestroyCx) refuses that
+    /// The proof, stated once. The lookup found a live header in a slot whose
+    /// serial is the handle's. A serial names one object for the slot's whole
+    /// life: freeing moves the slot's generation on, a slot whose generation
+    /// would wrap is retired, and a heap's tag starts above every generation an
+    /// earlier heap with that tag issued ([`crate::serial`]). A typed handle
+    /// (`Obj<T>`, `Weak<T>`, `&StrongObj<T>`; [`Handle`](crate::Handle) is
+    /// sealed) is minted only by creating a `T` (the slot's new serial), by a
+    /// class check made while the serial matched (`Heap::downcast`, iteration
+    /// by class), by converting another handle to the same `T`, or by the
+    /// `unsafe` [`AnyObj::assume`], whose caller promises it. So the object
+    /// is the one the handle was minted for, a `T`, and its header heads an
+    /// `ObjBox<T>`. The exception is [`Heap::create_at_with_serial`](crate::Heap::create_at_with_serial),
+    /// which gives a serial already issued (or never issued) to a new object
+    /// of any class: it flags the slot `RESTORED`, and [`typed`](Self::typed)
+    /// compares the class there. Objects are freed and mutably borrowed only
+    /// through `&mut self`, which cannot coexist with the returned `&T`.
+    /// (Destruction hooks borrow their own object mutably while a
+    /// `&ObjectArray` exists: [`DestroyCx`](crate::DestroyCx) refuses that
     /// one object.)
     #[inline(always)]
     pub(crate) fn resolve<T: Object>(&self, h: AnyObj, hidden: u32) -> Result<&T, ResolveError> {
@@ -400,7 +467,7 @@ impl ObjectArray {
     }
 
     /// Takes a strong count on a live object's slot.
-    pub(crate) fn strong<T>(&self, h: AnyObj) -> crate::StrongObj<T> {
+    pub(crate) fn strong<T>(&self, h: Obj<T>) -> crate::StrongObj<T> {
         let (s, prev) = crate::StrongObj::acquire(&self.table.chunks, h);
         if prev == 0 && self.at(h.index()).list() {
             self.list_root(h.index());
@@ -787,6 +854,22 @@ impl<'h> ObjectRef<'h> {
         }
         // SAFETY: the class matches, so the header heads an ObjBox<T>, live for 'h.
         Some(unsafe { ObjBox::<T>::value(self.value) })
+    }
+    /// Its typed handle and value, if it is a `T`.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Coin(u32);
+    /// let heap = Heap::new();
+    /// let c = heap.create(Coin(4));
+    /// let o = heap.iter().next().unwrap();
+    /// let (h, v) = o.typed::<Coin>().unwrap();
+    /// assert_eq!((h, v.0), (c, 4));
+    /// ```
+    pub fn typed<T: Object>(&self) -> Option<(Obj<T>, &'h T)> {
+        let v = self.downcast::<T>()?;
+        // SAFETY: the object this serial names is a `T` (`downcast` compared the class).
+        Some((unsafe { self.id.assume() }, v))
     }
     /// Its display name: its name, or `Class_index` if it has none.
     pub fn display_name(&self) -> String {
