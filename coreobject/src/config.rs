@@ -96,6 +96,30 @@ pub struct GcConfig {
     /// due while one is pending), bounding peak memory at about
     /// `(1 + incremental_debt)` times the live heap. `None` never forces.
     pub incremental_debt: Option<f64>,
+    /// Incremental collection: how far a slice may stretch its time budget
+    /// when the cycle falls behind the mutator (Go's GC assists, Lua's step
+    /// multiplier). Each slice owes work in proportion to the objects created
+    /// since the previous one, so that the cycle ends before they reach
+    /// [`incremental_debt`](Self::incremental_debt); a slice that has not paid
+    /// it by its deadline runs on until it has, or until `incremental_stretch`
+    /// times its budget has passed. `1.0` never stretches (a cycle that falls
+    /// behind is then finished at once by the debt rule, in one long pause).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use coreobject::{GcConfig, Heap, HeapConfig, Object};
+    /// #[derive(Object, Default)]
+    /// struct Spark(u64);
+    /// let gc = GcConfig {
+    ///     incremental: Some(Duration::from_millis(2)),
+    ///     incremental_stretch: 4.0, // a slice may take up to 8 ms to keep up
+    ///     ..GcConfig::MANUAL
+    /// };
+    /// let mut heap = Heap::with_config(HeapConfig { gc, ..HeapConfig::DEFAULT }).unwrap();
+    /// heap.create(Spark(1));
+    /// heap.tick(Duration::from_millis(16));
+    /// ```
+    pub incremental_stretch: f64,
     /// Warn (through `tracing`) when an object has waited this long for
     /// `is_ready_for_finish_destroy`.
     pub finish_destroy_timeout: Duration,
@@ -189,6 +213,7 @@ impl GcConfig {
         growth_floor: 1024,
         incremental: None,
         incremental_debt: Some(1.0),
+        incremental_stretch: 4.0,
         finish_destroy_timeout: Duration::from_secs(5),
         outer_keeps_inners: false,
         threads: 1,
@@ -218,6 +243,9 @@ impl GcConfig {
         }
         if self.growth.is_some_and(|g| g.is_nan() || g <= 1.0) {
             return Err(ConfigError::Growth);
+        }
+        if !self.incremental_stretch.is_finite() || self.incremental_stretch < 1.0 {
+            return Err(ConfigError::Stretch);
         }
         Ok(())
     }

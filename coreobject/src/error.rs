@@ -109,6 +109,9 @@ pub enum ConfigError {
     /// A growth factor not above 1.
     #[error("GcConfig::growth must be above 1.0")]
     Growth,
+    /// A slice stretch below 1 (or not a number).
+    #[error("GcConfig::incremental_stretch must be at least 1.0")]
+    Stretch,
 }
 
 /// Everything that can go wrong when using a [`Heap`](crate::Heap).

@@ -10,7 +10,9 @@
 //! ordinary ones; that pre- and post-collection callbacks run in
 //! registration order around the destruction hooks with the right data; the
 //! stats (`last_collection`, `gc_totals`, per-phase durations); and that a
-//! `StrongObj` dropped on another thread releases its object.
+//! `StrongObj` dropped on another thread releases its object; and that an
+//! incremental cycle that falls behind a fast mutator stretches its slices
+//! (`incremental_stretch`) instead of being finished at once by the debt rule.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -513,4 +515,62 @@ fn the_object_threshold_ignores_the_disregard_pool() {
     assert_eq!(s.trigger, coreobject::Trigger::ObjectCount);
     assert_eq!(s.freed, 2);
     assert!(heap.tick(Duration::from_millis(1)).completed.is_none());
+}
+
+/// A mutator that creates garbage much faster than a 100 µs slice can
+/// collect: without stretching, the debt rule finishes cycles at once
+/// (`forced`); with a generous stretch the slices run longer and no cycle is
+/// forced. Each cycle's work (marking 50K objects, sweeping the garbage)
+/// takes milliseconds, and creation reaches the debt limit in a few ticks.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "timed slices: sizes that make them matter are too slow under miri"
+)]
+fn a_cycle_behind_the_mutator_stretches_its_slices() {
+    const LIVE: usize = 50_000;
+    const PER_TICK: usize = 10_000;
+    let run = |stretch: f64| {
+        let mut heap = heap_with(GcConfig {
+            incremental: Some(Duration::from_micros(100)),
+            incremental_debt: Some(1.0),
+            incremental_stretch: stretch,
+            object_threshold: Some(LIVE + PER_TICK),
+            ..GcConfig::MANUAL
+        });
+        let root = node(&heap, 0);
+        heap.add_to_root(root).unwrap();
+        let kids: Vec<_> = (0..LIVE as u32).map(|i| node(&heap, i)).collect();
+        heap[root].next = kids;
+        let (mut forced, mut completed, mut max_slice) = (0, 0, Duration::ZERO);
+        for _ in 0..60 {
+            for i in 0..PER_TICK as u32 {
+                node(&heap, i); // garbage at once
+            }
+            if let Some(s) = heap.tick(Duration::from_millis(16)).completed {
+                completed += 1;
+                forced += usize::from(s.forced);
+                max_slice = max_slice.max(s.max_slice);
+            }
+        }
+        assert_eq!(heap[root].next.len(), LIVE);
+        assert!(heap.iter_of::<Node>().count() > LIVE);
+        (forced, completed, max_slice)
+    };
+    let (forced, completed, _) = run(1.0);
+    assert!(completed >= 2, "{completed} cycles");
+    assert!(
+        forced >= 1,
+        "no stretch: {forced} of {completed} cycles forced"
+    );
+    let (forced, completed, max_slice) = run(2_000.0);
+    assert!(completed >= 2, "{completed} cycles");
+    assert_eq!(
+        forced, 0,
+        "stretched: {forced} of {completed} cycles forced"
+    );
+    assert!(
+        max_slice > Duration::from_micros(200),
+        "max slice {max_slice:?}"
+    );
 }

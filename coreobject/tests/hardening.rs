@@ -473,6 +473,27 @@ fn growth_trigger_fires_at_the_floor_then_at_twice_the_survivors() {
 }
 
 #[test]
+fn an_invalid_slice_stretch_is_refused() {
+    let with = |stretch| HeapConfig {
+        gc: GcConfig {
+            incremental_stretch: stretch,
+            ..GcConfig::MANUAL
+        },
+        ..HeapConfig::DEFAULT
+    };
+    for bad in [0.999, 0.0, -1.0, f64::NAN, f64::INFINITY] {
+        assert_eq!(
+            Heap::with_config(with(bad)).err(),
+            Some(Error::Config(ConfigError::Stretch)),
+            "stretch {bad}"
+        );
+    }
+    for good in [1.0, 4.0, 100.0] {
+        assert!(Heap::with_config(with(good)).is_ok(), "stretch {good}");
+    }
+}
+
+#[test]
 fn an_invalid_growth_factor_is_refused() {
     for bad in [1.0, 0.5, 0.0, -2.0, f64::NAN] {
         let cfg = HeapConfig {

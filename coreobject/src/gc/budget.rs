@@ -32,6 +32,15 @@ impl Budget {
         }
     }
 
+    /// Moves the deadline later, to `to` (a paced slice; see
+    /// [`GcConfig::incremental_stretch`](crate::GcConfig::incremental_stretch)).
+    /// No effect without a deadline.
+    pub(crate) fn extend(&mut self, to: Instant) {
+        if let Some(d) = self.deadline {
+            self.deadline = Some(d.max(to));
+        }
+    }
+
     /// Whether this is a stop-the-world allowance (no deadline, no work limit).
     pub(crate) fn is_unlimited(&self) -> bool {
         self.work == usize::MAX && self.deadline.is_none()

@@ -80,11 +80,15 @@
 //!   that re-greys objects: the re-scan of already-marked objects at the end
 //!   of marking costs time proportional to the objects changed since the
 //!   previous slice, never to the heap.
-//! * **Keeping up.** When objects created during a cycle exceed
-//!   [`GcConfig::incremental_debt`] times the objects alive at its start,
-//!   the next tick finishes the cycle at once (as Unreal does when a new
-//!   collection is due while one is pending); [`CollectStats::forced`] says
-//!   so.
+//! * **Keeping up.** A timed slice is paced: the objects created since the
+//!   previous slice owe the cycle a share of its estimated time (from the
+//!   last cycle's time per live object), sized so that the cycle ends by the
+//!   time creation reaches 80% of [`GcConfig::incremental_debt`] times the
+//!   objects alive at its start. A slice that owes more than its budget runs
+//!   longer, up to [`GcConfig::incremental_stretch`] times the budget, and
+//!   carries the rest. If creation still exceeds the debt limit, the next
+//!   tick finishes the cycle at once (as Unreal does when a new collection is
+//!   due while one is pending); [`CollectStats::forced`] says so.
 //!
 //! Handles on the stack are not roots, in either mode: an object reachable
 //! only from a local handle when marking ends is freed by that cycle, even if
@@ -210,9 +214,17 @@ struct Cycle {
     ready: Vec<u32>,
     /// The cycle must finish in the next slice, whatever the budget.
     forced: bool,
+    /// How many of `born` earlier slices' pacing has counted.
+    born_paced: usize,
+    /// Collector time the objects created so far still owe the cycle.
+    owed: Duration,
     /// [`GcConfig::outer_keeps_inners`] when the cycle started.
     outer_keeps_inners: bool,
 }
+
+/// The share of [`GcConfig::incremental_debt`]'s allowance by which a paced
+/// cycle aims to end.
+const PACE_TARGET: f64 = 0.8;
 
 /// The collector: its settings, its state between slices, its books.
 pub(crate) struct Collector {
@@ -245,6 +257,9 @@ pub(crate) struct Collector {
     totals: GcTotals,
     last: Option<CollectStats>,
     since_last: Duration,
+    /// The last completed cycle's collector time per object alive at its
+    /// start, in seconds: what pacing estimates a cycle's time from.
+    secs_per_live: Option<f64>,
     pre: Vec<(HookId, PreHook)>,
     post: Vec<(HookId, PostHook)>,
     /// The parallel marker's worker threads, started on the first parallel
@@ -273,6 +288,7 @@ impl Collector {
             totals: GcTotals::default(),
             last: None,
             since_last: Duration::ZERO,
+            secs_per_live: None,
             pre: Vec::new(),
             post: Vec::new(),
             pool: None,
@@ -519,6 +535,8 @@ impl Collector {
             waiting: Vec::new(),
             ready: Vec::new(),
             forced: false,
+            born_paced: 0,
+            owed: Duration::ZERO,
             outer_keeps_inners: self.config.outer_keeps_inners,
         });
 
@@ -567,6 +585,7 @@ impl Collector {
         // anything is freed (freeing writes the allocator's cursor).
         stage.array.sync();
         stage.array.take_born(&mut cycle.born);
+        self.pace(&mut cycle, &mut budget, t0);
         let mut caught: Caught = None;
         let mut done = false;
         if matches!(cycle.step, Step::Pool(_) | Step::Mark) {
@@ -588,6 +607,7 @@ impl Collector {
             done = self.purge_slice(stage, &mut cycle, &mut budget, &mut caught);
         }
         let slice = t0.elapsed();
+        cycle.owed = cycle.owed.saturating_sub(slice);
         cycle.stats.slices += 1;
         cycle.stats.max_slice = cycle.stats.max_slice.max(slice);
         cycle.stats.total += slice;
@@ -607,6 +627,81 @@ impl Collector {
         };
         resume(caught);
         out
+    }
+
+    /// Paces a timed slice ([`GcConfig::incremental_stretch`]). The objects
+    /// created since the previous slice owe the cycle their share of its
+    /// time, so that it ends by the time creation reaches [`PACE_TARGET`]
+    /// of the debt limit (the rest is slack for the estimate's error): the cycle's time is estimated from the last completed cycle's
+    /// time per object alive at its start ([`estimate`](Self::estimate)).
+    /// What a slice cannot pay within `incremental_stretch` times its budget
+    /// is carried to the next. A cycle found behind schedule (a larger share
+    /// of the allowance created than of the cycle done, see
+    /// [`progress`](Self::progress)) gets the whole stretch.
+    fn pace(&self, cycle: &mut Cycle, budget: &mut Budget, t0: Instant) {
+        let born = cycle.born.len();
+        let new = born - cycle.born_paced.min(born);
+        cycle.born_paced = born;
+        let (Some(limit), Some(slice)) = (self.config.incremental_debt, self.config.incremental)
+        else {
+            return;
+        };
+        let stretch = self.config.incremental_stretch;
+        if cycle.forced || stretch <= 1.0 || budget.deadline().is_none() {
+            return;
+        }
+        let live = cycle.live_at_start.max(1) as f64;
+        let Some(cycle_secs) = self.estimate(cycle, live) else {
+            return;
+        };
+        // The whole cycle's time, spread over the objects the debt allows
+        // before the pacing target.
+        let share = cycle_secs / (PACE_TARGET * limit.max(f64::MIN_POSITIVE) * live);
+        cycle.owed += Duration::try_from_secs_f64(new as f64 * share).unwrap_or(Duration::MAX);
+        let cap = slice.mul_f64(stretch);
+        // Behind schedule (more of the allowance used than of the cycle
+        // done): the whole stretch, whatever the estimate says is owed.
+        let used = born as f64 / (PACE_TARGET * limit.max(f64::MIN_POSITIVE) * live);
+        if used > self.progress(cycle, live) {
+            budget.extend(t0 + cap);
+        } else if cycle.owed > slice {
+            budget.extend(t0 + cycle.owed.min(cap));
+        }
+    }
+
+    /// How far along the cycle is, roughly, in `0..=1`: marking counted as
+    /// the first half (by the objects marked against those alive at the
+    /// start), the sweep and the free steps as a quarter each (by their
+    /// position in the table).
+    fn progress(&self, cycle: &Cycle, live: f64) -> f64 {
+        let span = cycle.hw.saturating_sub(cycle.pool_end).max(1) as f64;
+        let at = |i: u32| i.saturating_sub(cycle.pool_end) as f64 / span;
+        match cycle.step {
+            Step::Pool(_) => 0.0,
+            Step::Mark => 0.5 * (cycle.stats.marked as f64 / live).min(1.0),
+            Step::Sweep(i) => 0.5 + 0.25 * at(i),
+            Step::Poll(_) | Step::Finish(_) => 0.75,
+            Step::Free(i) => 0.75 + 0.25 * at(i),
+            Step::Settle(_) => 1.0,
+        }
+    }
+
+    /// A cycle's whole collector time, in seconds: from the last completed
+    /// cycle's time per live object; in a heap's first cycle, from this one's
+    /// marking so far (marking taken as half the cycle, and as far along as
+    /// the objects marked are a share of those alive at the start, which
+    /// errs long when much of the heap is garbage). `None` before any marking.
+    fn estimate(&self, cycle: &Cycle, live: f64) -> Option<f64> {
+        if let Some(per_live) = self.secs_per_live {
+            return Some(per_live * live);
+        }
+        let mark = cycle.stats.mark.as_secs_f64();
+        if self.marking {
+            let marked = cycle.stats.marked as f64;
+            (marked > 0.0).then(|| 2.0 * mark * live / marked)
+        } else {
+            Some(2.0 * mark)
+        }
     }
 
     /// One marking slice. Returns `true` when marking is complete (the cycle
@@ -826,6 +921,7 @@ impl Collector {
         self.survivors = array.len().saturating_sub(array.pool_end() as usize);
         self.bytes_since_gc.store(0, Ordering::Relaxed);
         self.since_last = Duration::ZERO;
+        self.secs_per_live = Some(stats.total.as_secs_f64() / cycle.live_at_start.max(1) as f64);
         let t = &mut self.totals;
         t.collections += 1;
         t.last_freed = stats.freed;
