@@ -38,7 +38,10 @@ pub enum ResolveError {
     /// The object is marked as garbage or is being destroyed.
     #[error("handle {0:?} names an object that is garbage or being destroyed")]
     Garbage(AnyObj),
-    /// The object is of another class.
+    /// The object is of another class. Only a slot restored by
+    /// [`Heap::create_at_with_serial`](crate::Heap::create_at_with_serial)
+    /// can give this: elsewhere a typed handle's serial names an object of
+    /// its own class (see [`AnyObj::assume`]).
     #[error("handle {handle:?} names a {actual}, not a {expected}")]
     WrongClass {
         /// The handle.

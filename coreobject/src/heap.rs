@@ -535,8 +535,10 @@ impl Heap {
 
     // ----- resolution -------------------------------------------------------
 
-    /// Resolves a handle: `None` if the object is gone, garbage, of another
-    /// class, or the handle is from another heap.
+    /// Resolves a handle: `None` if the object is gone or garbage, or the
+    /// handle is from another heap (or names a slot restored with another
+    /// class). The class is not compared: a typed handle's serial names an
+    /// object of its class for the slot's whole life.
     ///
     /// ```
     /// # use coreobject::{Heap, Object};

@@ -181,6 +181,7 @@
 //! | `GUObjectAllocator`, Mundi's object pooling | the array's pages per size class ([`MemoryReport::page_bytes`]) |
 //! | `gc.MultithreadedGC`, parallel reachability | [`GcConfig::threads`] |
 //! | `UObject*`, `TObjectPtr<T>` | [`AnyObj`], [`Obj<T>`] |
+//! | `Cast<T>` | [`Heap::downcast`], [`ObjectRef::typed`]; unchecked: `unsafe` [`AnyObj::assume`] |
 //! | `TWeakObjectPtr<T>` | [`Weak<T>`] |
 //! | `TStrongObjectPtr<T>` | [`StrongObj<T>`] |
 //! | `UCLASS`, `UPROPERTY` | `#[derive(Object)]`, its fields ([`Class`], [`FieldInfo`]) |
@@ -193,6 +194,8 @@
 //! | `BeginDestroy`, `IsReadyForFinishDestroy`, `FinishDestroy` | [`Lifecycle`] |
 //! | `CollectGarbage` | [`Heap::collect`] |
 //! | `gc.IncrementalReachabilityTimeLimit`, `gc.IncrementalGCTimePerFrame` | [`GcConfig::incremental`] with [`Heap::tick`] |
+//! | a new collection due while one is pending (full purge) | [`GcConfig::incremental_debt`]; before it, pacing: [`GcConfig::incremental_stretch`] |
+//! | `AllocateUObjectIndex` with a `SerialNumber` (undo, replication) | [`Heap::create_at_with_serial`] |
 //! | `IsIncrementalPurgePending`, `IsGarbageCollecting` | [`Heap::gc_phase`] |
 //! | `gc.TimeBetweenPurgingPendingKillObjects` | [`GcConfig::interval`] with [`Heap::tick`] |
 //! | `DisallowGC` / Mundi's `SetEnabled` | [`Heap::set_enabled`] |
