@@ -13,7 +13,9 @@
 //!   or a new generation (replication), and refuses serials this heap could
 //!   not have issued for the slot, or that a handle could confuse.
 //! * A model test of random creations, chosen indices and serials, and
-//!   collections against a map of slots.
+//!   collections against a map of slots. Restores sometimes use another
+//!   class: a typed handle resolves only to an object of its own class under
+//!   its serial (`WrongClass` for the restored other one), never misreads it.
 //!
 //! The timing of 100,000 descending `create_at` calls is printed by an
 //! ignored test: `cargo test --release -p coreobject --test create_at --
@@ -78,6 +80,15 @@ struct Cell {
 
 fn cell(value: u64) -> Cell {
     Cell { value, link: None }
+}
+
+/// Another class, laid out differently, for restores that change a slot's
+/// class under an old serial: reading one as the other would be caught (and
+/// is undefined behaviour under miri).
+#[derive(Object, Default, Debug)]
+struct Other {
+    name: String,
+    value: u64,
 }
 
 /// The serial of generation 0 under heap tag `tag`.
@@ -486,6 +497,8 @@ struct Live {
     serial: u32,
     value: u64,
     rooted: bool,
+    /// An `Other` (restored with another class), not a `Cell`.
+    other: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -518,9 +531,19 @@ enum Pick {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Create { root: bool },
-    CreateAt { at: Target, root: bool },
-    WithSerial { at: Target, pick: Pick, root: bool },
+    Create {
+        root: bool,
+    },
+    CreateAt {
+        at: Target,
+        root: bool,
+    },
+    WithSerial {
+        at: Target,
+        pick: Pick,
+        root: bool,
+        other: bool,
+    },
     Unroot(usize),
     Collect,
 }
@@ -567,7 +590,7 @@ impl Model {
         i < self.cap && !self.live.contains_key(&i) && !self.retired.contains(&i)
     }
 
-    fn took(&mut self, i: u32, serial: u32, value: u64, rooted: bool) {
+    fn took(&mut self, i: u32, serial: u32, value: u64, rooted: bool, other: bool) {
         self.next.remove(&i);
         self.hw = self.hw.max(i + 1);
         let old = self.live.insert(
@@ -576,6 +599,7 @@ impl Model {
                 serial,
                 value,
                 rooted,
+                other,
             },
         );
         assert!(old.is_none(), "slot {i} handed out twice");
@@ -601,7 +625,7 @@ impl Model {
     }
 }
 
-fn check(heap: &Heap, m: &Model, issued: &[Obj<Cell>]) -> Result<(), TestCaseError> {
+fn check(heap: &Heap, m: &Model, issued: &Issued) -> Result<(), TestCaseError> {
     prop_assert_eq!(heap.len(), m.live.len());
     let stats = heap.table_stats();
     prop_assert_eq!(stats.high_water, m.hw);
@@ -611,18 +635,50 @@ fn check(heap: &Heap, m: &Model, issued: &[Obj<Cell>]) -> Result<(), TestCaseErr
         m.hw as usize - m.live.len() - m.retired.len(),
         "free slots"
     );
-    for &h in issued {
-        match m.live.get(&h.index()) {
-            Some(l) if l.serial == h.serial() => {
-                prop_assert_eq!(heap.get(h).map(|c| c.value), Some(l.value), "{:?}", h);
+    // A typed handle resolves exactly when its slot holds its serial, and
+    // then to the model's value if the class is its own; under its serial an
+    // object of the other class gives `WrongClass`, never a value.
+    let expect = |h: AnyObj, other: bool| match m.live.get(&h.index()) {
+        Some(l) if l.serial == h.serial() => Some((l.other == other).then_some(l.value)),
+        _ => None,
+    };
+    for &h in &issued.cells {
+        match expect(h.any(), false) {
+            Some(Some(v)) => prop_assert_eq!(heap.get(h).map(|c| c.value), Some(v), "{:?}", h),
+            Some(None) => {
+                prop_assert!(heap.get(h).is_none(), "{:?} resolved as a Cell", h);
+                let e = heap.try_get(h).err();
+                prop_assert!(
+                    matches!(e, Some(ResolveError::WrongClass { .. })),
+                    "{:?}",
+                    e
+                );
             }
-            _ => {
+            None => {
                 prop_assert!(heap.get(h).is_none(), "dead {:?} resolved", h);
                 prop_assert_eq!(heap.try_get(h).err(), Some(ResolveError::Stale(h.any())));
             }
         }
     }
+    for &h in &issued.others {
+        match expect(h.any(), true) {
+            Some(Some(v)) => {
+                let o = heap.get(h);
+                prop_assert_eq!(o.map(|o| o.value), Some(v), "{:?}", h);
+                prop_assert_eq!(o.map(|o| o.name.clone()), Some(format!("other {v}")));
+            }
+            Some(None) => prop_assert!(heap.get(h).is_none(), "{:?} resolved as an Other", h),
+            None => prop_assert!(heap.get(h).is_none(), "dead {:?} resolved", h),
+        }
+    }
     Ok(())
+}
+
+/// Every typed handle issued so far, by class.
+#[derive(Default)]
+struct Issued {
+    cells: Vec<Obj<Cell>>,
+    others: Vec<Obj<Other>>,
 }
 
 fn run(cap: u32, bits: u32, ops: &[Op]) -> Result<(), TestCaseError> {
@@ -646,9 +702,12 @@ fn run(cap: u32, bits: u32, ops: &[Op]) -> Result<(), TestCaseError> {
         next: HashMap::new(),
         retired: HashSet::new(),
     };
-    m.took(0, probe.serial(), 0, false);
+    m.took(0, probe.serial(), 0, false, false);
     prop_assert_eq!(heap.collect().unwrap().freed, m.collect());
-    let mut issued = vec![probe];
+    let mut issued = Issued {
+        cells: vec![probe],
+        others: Vec::new(),
+    };
     for (value, op) in (1u64..).zip(ops) {
         match op {
             Op::Create { root } => match heap.try_create(cell(value)) {
@@ -658,8 +717,8 @@ fn run(cap: u32, bits: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                     if *root {
                         heap.add_to_root(h).unwrap();
                     }
-                    m.took(h.index(), h.serial(), value, *root);
-                    issued.push(h);
+                    m.took(h.index(), h.serial(), value, *root, false);
+                    issued.cells.push(h);
                 }
                 Err(Error::CapReached(_)) => {
                     prop_assert_eq!(m.live.len() + m.retired.len(), cap as usize, "early cap");
@@ -680,11 +739,16 @@ fn run(cap: u32, bits: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                     if *root {
                         heap.add_to_root(h).unwrap();
                     }
-                    m.took(i, h.serial(), value, *root);
-                    issued.push(h);
+                    m.took(i, h.serial(), value, *root, false);
+                    issued.cells.push(h);
                 }
             }
-            Op::WithSerial { at, pick, root } => {
+            Op::WithSerial {
+                at,
+                pick,
+                root,
+                other: as_other,
+            } => {
                 let i = m.resolve(at);
                 let base = tag_base(m.tag);
                 let next = m.next.get(&i).copied();
@@ -696,7 +760,20 @@ fn run(cap: u32, bits: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                     Pick::Past => base + m.limit + 1,
                 };
                 let g = serial::generation(s);
-                let r = heap.create_at_with_serial(i, s, cell(value));
+                let r = if *as_other {
+                    heap.create_at_with_serial(
+                        i,
+                        s,
+                        Other {
+                            name: format!("other {value}"),
+                            value,
+                        },
+                    )
+                    .map(|h| h.any())
+                } else {
+                    heap.create_at_with_serial(i, s, cell(value))
+                        .map(|h| h.any())
+                };
                 let refused = matches!(r, Err(Error::SerialRefused { .. }));
                 if i >= cap {
                     prop_assert_eq!(r.err(), Some(Error::IndexPastCap { index: i, cap }));
@@ -714,8 +791,12 @@ fn run(cap: u32, bits: u32, ops: &[Op]) -> Result<(), TestCaseError> {
                     if *root {
                         heap.add_to_root(h).unwrap();
                     }
-                    m.took(i, s, value, *root);
-                    issued.push(h);
+                    m.took(i, s, value, *root, *as_other);
+                    if *as_other {
+                        issued.others.push(heap.downcast(h).expect("just created"));
+                    } else {
+                        issued.cells.push(heap.downcast(h).expect("just created"));
+                    }
                 }
             }
             Op::Unroot(k) => {
@@ -769,7 +850,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         5 => root.prop_map(|root| Op::Create { root }),
         4 => (target(), root).prop_map(|(at, root)| Op::CreateAt { at, root }),
-        4 => (target(), pick(), root).prop_map(|(at, pick, root)| Op::WithSerial { at, pick, root }),
+        4 => (target(), pick(), root, prop::bool::weighted(0.4))
+            .prop_map(|(at, pick, root, other)| Op::WithSerial { at, pick, root, other }),
         2 => any::<usize>().prop_map(Op::Unroot),
         2 => Just(Op::Collect),
     ]
