@@ -91,8 +91,9 @@ pub struct GcConfig {
     /// `gc.IncrementalGCTimePerFrame`). `None` collects stop-the-world.
     pub incremental: Option<Duration>,
     /// Incremental collection: when objects created during a cycle exceed
-    /// this multiple of the objects alive at its start, the next tick
-    /// finishes the cycle at once (Unreal's rule when a new collection is
+    /// this multiple of the objects alive at its start (which pacing, see
+    /// [`incremental_stretch`](Self::incremental_stretch), tries to prevent),
+    /// the next tick finishes the cycle at once (Unreal's rule when a new collection is
     /// due while one is pending), bounding peak memory at about
     /// `(1 + incremental_debt)` times the live heap. `None` never forces.
     pub incremental_debt: Option<f64>,
