@@ -584,6 +584,140 @@ fn budgeted_slices_on_two_threads_stop_near_the_budget_and_lose_nothing() {
     assert!(garbage.iter().all(|&g| !heap.contains(g)));
 }
 
+/// Runs a collection to its end: at once, or in marking slices of `budget`.
+fn collect_in(heap: &mut Heap, budget: Option<usize>) -> coreobject::CollectStats {
+    match budget {
+        None => heap.collect().unwrap(),
+        Some(b) => loop {
+            if let Some(s) = heap.step(b).completed {
+                break s;
+            }
+        },
+    }
+}
+
+/// Claims race: workers claim an object with a plain load and store of its
+/// byte, so two may claim and scan the same object at once; the marked
+/// count must still count it once, and no object may be lost. Hubs that
+/// each list every leaf in the same order make the workers pop the same
+/// leaves at about the same time; a random graph with many parents per
+/// object adds races at unrelated places. Several cycles in a row (claims
+/// are cleared per cycle) with edges cut between them, whole and in
+/// budgeted slices, on 2 and 4 workers; every count is checked against a
+/// breadth-first search, and every reachable object must survive.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "the workers run on rayon and crossbeam, where miri stops first (see the header)"
+)]
+fn racing_claims_mark_each_object_once_and_lose_none() {
+    const HUBS: usize = if cfg!(miri) { 3 } else { 16 };
+    const LEAVES: usize = if cfg!(miri) { 100 } else { 20_000 };
+    const RANDOM: usize = if cfg!(miri) { 100 } else { 30_000 };
+    const EDGES: usize = 8;
+    for threads in [2, 4] {
+        for budget in [None, Some(if cfg!(miri) { 50 } else { 3_000 })] {
+            let mut rng = Rng(0x5eed + threads as u64);
+            let mut heap = Heap::with_config(HeapConfig {
+                gc: GcConfig {
+                    threads,
+                    parallel_threshold: 0,
+                    incremental_debt: None,
+                    ..GcConfig::MANUAL
+                },
+                ..HeapConfig::DEFAULT
+            })
+            .unwrap();
+            // Model: `edges[k]` are object k's references.
+            let mut hs: Vec<Obj<Node>> = Vec::new();
+            let mut edges: Vec<Vec<usize>> = Vec::new();
+            let mut new = |heap: &mut Heap, edges: &mut Vec<Vec<usize>>| {
+                hs.push(heap.create(Node::default()));
+                edges.push(Vec::new());
+                hs.len() - 1
+            };
+            let hubs: Vec<usize> = (0..HUBS).map(|_| new(&mut heap, &mut edges)).collect();
+            let leaves: Vec<usize> = (0..LEAVES).map(|_| new(&mut heap, &mut edges)).collect();
+            for &l in &leaves {
+                let kid = new(&mut heap, &mut edges);
+                edges[l].push(kid);
+            }
+            for &h in &hubs {
+                edges[h] = leaves.clone();
+            }
+            let random: Vec<usize> = (0..RANDOM).map(|_| new(&mut heap, &mut edges)).collect();
+            for &r in &random {
+                for _ in 0..EDGES {
+                    edges[r].push(random[rng.below(RANDOM)]);
+                }
+            }
+            // Hubs reach into the random graph too, and it back into the leaves.
+            for (k, &h) in hubs.iter().enumerate() {
+                edges[h].push(random[k]);
+            }
+            for _ in 0..RANDOM / 10 {
+                let r = random[rng.below(RANDOM)];
+                edges[r].push(leaves[rng.below(LEAVES)]);
+            }
+            // Unreachable objects, for the purge to find.
+            for _ in 0..1000 {
+                let g = new(&mut heap, &mut edges);
+                edges[g].push(leaves[rng.below(LEAVES)]);
+            }
+            let hs = hs;
+            for (k, e) in edges.iter().enumerate() {
+                heap[hs[k]].list = e.iter().map(|&t| hs[t]).collect();
+            }
+            for &h in &hubs {
+                heap.add_to_root(hs[h]).unwrap();
+            }
+            let mut alive = vec![true; hs.len()];
+            for round in 0..4 {
+                let mut seen = vec![false; hs.len()];
+                let mut queue: VecDeque<usize> = hubs.iter().copied().collect();
+                for &h in &hubs {
+                    seen[h] = true;
+                }
+                while let Some(k) = queue.pop_front() {
+                    for &t in &edges[k] {
+                        if !seen[t] {
+                            seen[t] = true;
+                            queue.push_back(t);
+                        }
+                    }
+                }
+                let reachable = seen.iter().filter(|&&s| s).count();
+                let freed = (0..hs.len()).filter(|&k| alive[k] && !seen[k]).count();
+                let s = collect_in(&mut heap, budget);
+                let at = format!("threads {threads}, budget {budget:?}, round {round}");
+                assert_eq!(s.mark_threads, threads, "{at}");
+                assert_eq!((s.marked, s.freed), (reachable, freed), "{at}");
+                for k in 0..hs.len() {
+                    assert_eq!(heap.contains(hs[k]), seen[k], "{at}: object {k}");
+                }
+                alive = seen;
+                // Cut: every hub loses a slice of the leaves, and some random
+                // objects lose their edges.
+                let quarter = LEAVES / 4;
+                for (j, &h) in hubs.iter().enumerate() {
+                    // Leaves are numbered from `HUBS` on, in order.
+                    let a = HUBS + (j * 7 + round * 3) % 4 * quarter;
+                    edges[h].retain(|t| !(a..a + quarter).contains(t));
+                }
+                for _ in 0..RANDOM / 20 {
+                    edges[random[rng.below(RANDOM)]].clear();
+                }
+                for k in 0..hs.len() {
+                    edges[k].retain(|&t| alive[t]);
+                    if alive[k] {
+                        heap[hs[k]].list = edges[k].iter().map(|&t| hs[t]).collect();
+                    }
+                }
+            }
+        }
+    }
+}
+
 // ----- parallel destruction ----------------------------------------------------
 
 /// An object whose `Drop` records its id (each must be dropped exactly once)

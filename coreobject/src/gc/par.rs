@@ -20,8 +20,23 @@
 //!   deques.
 //! * **Marks.** The collector's side bitmap is viewed as `[AtomicU64]` for
 //!   the drain. A handle is validated like the single marker does (serial,
-//!   not garbage, not in the pool), then claimed with `fetch_or`: exactly one
-//!   worker sees its bit flip, counts it and scans it. Marking computes the
+//!   not garbage, not in the pool), then claimed with a plain (`Relaxed`)
+//!   load of its bitmap word and, if its bit is clear, a plain store of the
+//!   word with the bit added: no locked instruction, no extra memory. The
+//!   worker appends the slot to a private claim list and scans the object.
+//!   Two workers can race: both find the bit clear and both scan the object
+//!   (harmless: its children are visited twice), or one's store overwrites
+//!   a bit the other set in the same word since it loaded it (that object
+//!   may then be claimed and scanned again, which needs another race). Bits
+//!   set before the drain are never lost, since every store writes back a
+//!   word loaded during it. After the workers join, the collecting thread
+//!   sets the bit of every listed slot (restoring lost ones), so the bitmap
+//!   ends up exactly the set claimed, before the single marker, the write
+//!   barrier or the purge read it; the count of marked objects is exact:
+//!   the bitmap's popcount growth for unbudgeted drains, and for budgeted
+//!   slices (whose claims the budget bounds) a clear-then-set pass over the
+//!   lists that counts each slot once ([`settle`]). The lists cost 4 bytes
+//!   per object claimed, only during the drain. Marking computes the
 //!   reachable set, which does not depend on the order, so the marked set,
 //!   and with it what the purge frees, is the same for every thread count.
 //! * **Pipeline.** Each worker runs a smaller version of the single marker's
@@ -69,18 +84,29 @@
 //! long-lived job per worker.
 
 //!
-//! **What limits it** (world 1M on this 2-core KVM guest, load 0.4-0.5:
-//! mark 109-124 ms on one thread, 96-101 ms on two). With two workers each
-//! spends about as much CPU on the mark as one worker does alone: stealing
-//! and termination are under 1% of the samples (deque pops and steals,
-//! `sched_yield`), and half of a worker's samples in its own loop sit on the
-//! `lock bts` of the claim and the instruction after it. A locked
-//! read-modify-write waits for the loads issued before it, so it drains the
-//! prefetch pipeline at every claim, and both workers claim bits in the same
-//! bitmap lines (breadth-first over objects created together). Claiming
-//! without a locked instruction (a byte per object, set with a plain store,
-//! and a rare object scanned twice), or giving each worker its own index
-//! ranges, is the next step.
+//! **What limits it.** With `fetch_or` claims (world 1M on this 2-core KVM
+//! guest), 37-50% of a worker's samples sat on the `lock bts` and the
+//! instruction after it: a locked read-modify-write waits for the loads and
+//! stores before it, so it drained the prefetch pipeline at every claim.
+//! With the plain-store claim the store has no samples of its own; in a
+//! `perf record` (cpu-clock) of the 2-thread world at 1M, a worker's
+//! samples in its loop sit on the table item's serial load and compare
+//! (~28%, the item's prefetch arrived late) and right after the prefetches
+//! of the table item (~24%) and of the object (~20%), which stall when the
+//! core's outstanding misses are at their limit: marking is now bound by
+//! memory, as the single marker is. Stealing and termination stay under 1%.
+//! Setting the listed bits after the drain is serial on the collecting
+//! thread: 2-3.5 ms for 1.8M claims (world 2M), 2-4% of the mark. Medians over
+//! 13 interleaved invocations each (3 reps; load 0.8-1.2, some 2M runs up
+//! to 1.8), `fetch_or` → plain store: 1M, 1 thread 72 ms / 77 ms (same
+//! code), 2 threads 59 ms → 51 ms; 2M, 1 thread 170 / 160 ms, 2 threads
+//! 137 ms → 111 ms. The machine is shared and single batches vary by ±30%:
+//! the last same-session batch alone had 1M 2 threads 47 → 57 ms and 2M
+//! 107 → 98 ms. A claim byte per slot (no lost updates, at 1 byte per
+//! object) was tried first and was slower: `visit`'s check of the byte
+//! missed the cache (a 1-2 MB array both workers write) on 77% of its
+//! samples. Giving each worker its own index ranges, so that workers stop
+//! sharing table and bitmap lines, is the next step.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -239,8 +265,8 @@ pub(crate) struct Shared<'a> {
     abort: AtomicBool,
     /// Unclaimed handles stopped workers hand back.
     leftovers: Mutex<Vec<u64>>,
-    /// Per worker: objects marked, or the panic that stopped it.
-    results: Mutex<Vec<std::thread::Result<usize>>>,
+    /// Per worker: the slots it claimed, or the panic that stopped it.
+    results: Mutex<Vec<std::thread::Result<Vec<u32>>>>,
 }
 
 impl Shared<'_> {
@@ -264,7 +290,9 @@ pub(crate) struct ParMarker<'a> {
     /// (a pop from the shared deque costs a full fence, which would also
     /// wait for the pipeline's loads in flight).
     queue: VecDeque<u64>,
-    marked: usize,
+    /// The slots this worker claimed. A slot can be in two workers' lists
+    /// (see [`grey`](Self::grey)).
+    claimed: Vec<u32>,
     /// Handles popped since the last poll (budgeted drains only).
     pops: usize,
     /// This worker's index among the stealers.
@@ -340,7 +368,8 @@ impl Pool {
 }
 
 /// Marks what is reachable from `queue` on the pool's threads and the
-/// calling thread, within `budget`. Returns the objects marked, and whether
+/// calling thread, within `budget`. Returns the objects marked (slots whose
+/// bit was clear when the drain started and is set now), and whether
 /// the queue ran dry (`false`: the budget stopped the drain, and the
 /// unclaimed handles are back in `queue`; every object marked has been
 /// scanned either way).
@@ -370,6 +399,7 @@ pub(crate) fn drain(
     }
     let workers: Vec<Worker<u64>> = (0..threads).map(|_| Worker::new_lifo()).collect();
     let limit = budget.work_left();
+    let before = (limit == usize::MAX && budget.deadline().is_none()).then(|| popcount(atomic));
     let allowance = Allowance {
         limit,
         deadline: budget.deadline(),
@@ -406,11 +436,11 @@ pub(crate) fn drain(
         }
         work(shared, first, 0);
     });
-    let mut total = 0;
+    let mut lists = Vec::with_capacity(threads);
     let mut panic = None;
     for r in std::mem::take(&mut *shared.results.lock()) {
         match r {
-            Ok(n) => total += n,
+            Ok(list) => lists.push(list),
             Err(p) => {
                 panic.get_or_insert(p);
             }
@@ -433,7 +463,54 @@ pub(crate) fn drain(
     } else if !shared.allowance.is_unlimited() {
         budget.spend(shared.allowance.spent.load(Ordering::Relaxed));
     }
-    (total, !stopped)
+    (settle(atomic, &lists, before), !stopped)
+}
+
+/// The number of bits set in `bits` (read with plain loads: no worker runs).
+fn popcount(bits: &[AtomicU64]) -> usize {
+    bits.iter()
+        .map(|w| w.load(Ordering::Relaxed).count_ones() as usize)
+        .sum()
+}
+
+/// After a drain whose workers have all joined: sets the bit of every slot
+/// in `lists` (a claim lost to a racing store, see [`ParMarker::grey`], is
+/// restored here) and returns how many distinct slots they hold, which is
+/// the number of objects the drain marked.
+///
+/// With `before`, the bitmap's popcount when the drain started (taken for
+/// unbudgeted drains, which usually mark much of the heap), the count is the
+/// popcount's growth. Without it (budgeted slices, whose claims are bounded
+/// by the budget while the bitmap may be large), the listed bits are first
+/// cleared: every slot claimed was clear when the drain started, and no
+/// store during the drain cleared a bit that was set then (each stored a
+/// word it had loaded during the drain, with a bit added), so this gives
+/// back the bitmap as it was at the start, and setting them again counts
+/// each slot once.
+fn settle(bits: &[AtomicU64], lists: &[Vec<u32>], before: Option<usize>) -> usize {
+    // Single-threaded now: plain loads and stores.
+    let word = |i: u32| (&bits[(i >> 6) as usize], 1u64 << (i & 63));
+    let set = |i: u32| {
+        let (w, bit) = word(i);
+        let old = w.load(Ordering::Relaxed);
+        w.store(old | bit, Ordering::Relaxed);
+        old & bit == 0
+    };
+    match before {
+        Some(before) => {
+            for &i in lists.iter().flatten() {
+                set(i);
+            }
+            popcount(bits) - before
+        }
+        None => {
+            for &i in lists.iter().flatten() {
+                let (w, bit) = word(i);
+                w.store(w.load(Ordering::Relaxed) & !bit, Ordering::Relaxed);
+            }
+            lists.iter().flatten().filter(|&&i| set(i)).count()
+        }
+    }
 }
 
 /// One worker, from start to termination; a panic is caught and recorded.
@@ -443,7 +520,7 @@ fn work(shared: &Shared<'_>, local: Worker<u64>, me: usize) {
             shared,
             local,
             queue: VecDeque::new(),
-            marked: 0,
+            claimed: Vec::new(),
             pops: 0,
             me,
         };
@@ -452,7 +529,7 @@ fn work(shared: &Shared<'_>, local: Worker<u64>, me: usize) {
         } else {
             m.run::<Bare>();
         }
-        m.marked
+        m.claimed
     }));
     if r.is_err() {
         shared.abort.store(true, Ordering::SeqCst);
@@ -597,6 +674,14 @@ impl ParMarker<'_> {
 
     /// Validates a popped handle and claims its mark bit; the object to scan
     /// if this worker claimed it.
+    ///
+    /// The claim is a plain load and store of the bitmap word, not a locked
+    /// read-modify-write (see the module doc). Two workers can both find the
+    /// bit clear and both claim the object: it is scanned twice, which
+    /// marks nothing wrong. And a store can overwrite a bit another worker
+    /// set in the same word since this one loaded it: that object may then
+    /// be claimed and scanned again. Each claim goes on the worker's list,
+    /// from which [`settle`] restores lost bits and counts each slot once.
     #[inline(always)]
     fn grey<C: Carry>(&mut self, bits: u64) -> Option<C::Slot> {
         let sh = self.shared;
@@ -610,11 +695,13 @@ impl ParMarker<'_> {
             return None;
         }
         let p = item.object()?;
-        let bit = 1u64 << (i & 63);
-        if sh.bits[(i >> 6) as usize].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+        let (w, bit) = (&sh.bits[(i >> 6) as usize], 1u64 << (i & 63));
+        let old = w.load(Ordering::Relaxed);
+        if old & bit != 0 {
             return None;
         }
-        self.marked += 1;
+        w.store(old | bit, Ordering::Relaxed);
+        self.claimed.push(i);
         prefetch_line(p.as_ptr());
         Some(C::pack(p, bits, f))
     }
