@@ -574,3 +574,64 @@ fn a_cycle_behind_the_mutator_stretches_its_slices() {
         "max slice {max_slice:?}"
     );
 }
+
+/// Slices far shorter than the scan of one large object: a slice whose
+/// deadline passes hands the objects waiting in its pipeline back to the
+/// queue unscanned (and unmarked). The cycle still ends, marks exactly the
+/// reachable objects and frees exactly the rest, while the program keeps
+/// rewiring the hubs between slices.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "timed slices: sizes that make them matter are too slow under miri"
+)]
+fn slices_shorter_than_a_scan_still_mark_exactly() {
+    const HUBS: u32 = 40;
+    const LEAVES: u32 = 4_000;
+    let mut heap = heap_with(GcConfig {
+        incremental: Some(Duration::from_micros(10)),
+        incremental_stretch: 1.0,
+        ..GcConfig::MANUAL
+    });
+    let root = node(&heap, 0);
+    heap.add_to_root(root).unwrap();
+    let leaves: Vec<_> = (0..LEAVES).map(|i| node(&heap, i)).collect();
+    let hubs: Vec<_> = (0..HUBS).map(|i| node(&heap, i)).collect();
+    for (k, &h) in hubs.iter().enumerate() {
+        // Each hub lists every leaf but its own stripe's; hub 0 lists all.
+        heap[h].next = leaves
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| k == 0 || j % HUBS as usize != k)
+            .map(|(_, &l)| l)
+            .collect();
+    }
+    heap[root].next = hubs.clone();
+    let garbage: Vec<_> = (0..500).map(|i| node(&heap, i)).collect();
+    heap.gc_config_mut().every_frame = true;
+    let mut ticks = 0;
+    let stats = loop {
+        let t = heap.tick(Duration::from_millis(16));
+        heap.gc_config_mut().every_frame = false;
+        ticks += 1;
+        // The program moves the first leaf reference between hubs 1 and 2
+        // (through the write barrier) every slice.
+        let (a, b) = (hubs[1 + ticks % 2], hubs[2 - ticks % 2]);
+        let x = heap[a].next[0];
+        heap[a].next[0] = heap[b].next[0];
+        heap[b].next[0] = x;
+        if let Some(s) = t.completed {
+            break s;
+        }
+        assert!(ticks < 1_000_000, "the cycle does not end");
+    };
+    assert!(
+        stats.slices > 10,
+        "{} slices: too few to test",
+        stats.slices
+    );
+    assert_eq!(stats.freed, garbage.len());
+    assert_eq!(stats.marked, 1 + HUBS as usize + LEAVES as usize);
+    assert!(garbage.iter().all(|&g| heap.get(g).is_none()));
+    assert!(leaves.iter().all(|&l| heap.get(l).is_some()));
+}

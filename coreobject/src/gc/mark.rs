@@ -56,41 +56,51 @@ pub(super) trait Carry {
     fn pack(p: NonNull<Header>, bits: u64, f: u32) -> Self::Slot;
     /// The object's header and its inner key (see [`Marker::scan`]).
     fn unpack(s: Self::Slot) -> (NonNull<Header>, u64);
+    /// The object's handle bits (to put it back on the queue unscanned).
+    fn bits(s: Self::Slot) -> u64;
 }
 
-/// The header alone: outers keep no inners (the default).
+/// The header and the handle: outers keep no inners (the default).
 pub(super) struct Bare;
 
 impl Carry for Bare {
-    type Slot = NonNull<Header>;
-    const EMPTY: Self::Slot = NonNull::dangling();
-    #[inline(always)]
-    fn pack(p: NonNull<Header>, _: u64, _: u32) -> Self::Slot {
-        p
-    }
-    #[inline(always)]
-    fn unpack(p: Self::Slot) -> (NonNull<Header>, u64) {
-        (p, 0)
-    }
-}
-
-/// The header and the key of the object's inners (0 if it has none).
-pub(super) struct Keyed;
-
-impl Carry for Keyed {
     type Slot = (NonNull<Header>, u64);
     const EMPTY: Self::Slot = (NonNull::dangling(), 0);
     #[inline(always)]
-    fn pack(p: NonNull<Header>, bits: u64, f: u32) -> Self::Slot {
-        (p, if f & flags::OUTER != 0 { bits } else { 0 })
+    fn pack(p: NonNull<Header>, bits: u64, _: u32) -> Self::Slot {
+        (p, bits)
     }
     #[inline(always)]
     fn unpack(s: Self::Slot) -> (NonNull<Header>, u64) {
-        s
+        (s.0, 0)
+    }
+    #[inline(always)]
+    fn bits(s: Self::Slot) -> u64 {
+        s.1
     }
 }
 
-/// A fixed-size FIFO of objects to scan.
+/// The header, the handle, and whether it is an outer with inners (when
+/// outers keep their inners alive).
+pub(super) struct Keyed;
+
+impl Carry for Keyed {
+    type Slot = (NonNull<Header>, u64, bool);
+    const EMPTY: Self::Slot = (NonNull::dangling(), 0, false);
+    #[inline(always)]
+    fn pack(p: NonNull<Header>, bits: u64, f: u32) -> Self::Slot {
+        (p, bits, f & flags::OUTER != 0)
+    }
+    #[inline(always)]
+    fn unpack(s: Self::Slot) -> (NonNull<Header>, u64) {
+        (s.0, if s.2 { s.1 } else { 0 })
+    }
+    #[inline(always)]
+    fn bits(s: Self::Slot) -> u64 {
+        s.1
+    }
+}
+
 pub(super) struct Ring<C: Carry> {
     slots: [C::Slot; RING],
     head: usize,
@@ -149,6 +159,10 @@ pub(crate) struct Marker<'a> {
     /// The outer → inners index, when outers keep their inners alive.
     inners: Option<&'a Inners>,
     pub(crate) marked: usize,
+    /// Handles visited since the budget last heard of them: a scan's cost
+    /// grows with its object's handles, so they bring the clock reading
+    /// closer (see [`Budget::note`]).
+    visits: usize,
 }
 
 impl<'a> Marker<'a> {
@@ -166,6 +180,7 @@ impl<'a> Marker<'a> {
             high_water,
             inners,
             marked: 0,
+            visits: 0,
         }
     }
 
@@ -178,6 +193,24 @@ impl<'a> Marker<'a> {
     /// outside the queue: pool objects, objects created or changed during
     /// an incremental cycle.
     #[inline(always)]
+    /// Puts the objects in the rings (marked, not scanned) back at the
+    /// queue's front, unmarked, in the order they were popped: grey again,
+    /// so every marked object stays scanned when the slice ends.
+    fn requeue<C: Carry>(&mut self, a: &mut Ring<C>, b: &mut Ring<C>) {
+        let mut back = [0u64; 2 * RING];
+        let mut n = 0;
+        while let Some(s) = b.pop().or_else(|| a.pop()) {
+            back[n] = C::bits(s);
+            n += 1;
+        }
+        for &bits in back[..n].iter().rev() {
+            let i = bits as u32;
+            self.bits[(i >> 6) as usize] &= !(1 << (i & 63));
+            self.marked -= 1;
+            self.queue.push_front(bits);
+        }
+    }
+
     pub(crate) fn scan_slot(&mut self, i: u32, item: &Item, p: NonNull<Header>) {
         let key = if self.inners.is_some() {
             Keyed::pack(
@@ -281,7 +314,8 @@ impl<'a> Marker<'a> {
     /// Marks everything reachable from what was visited so far, or until
     /// the budget is spent. Returns `true` when the queue ran dry, `false`
     /// when the budget stopped it; either way every object marked so far has
-    /// been scanned (the rings are flushed), so the mutator may run.
+    /// been scanned (a stopped drain puts the objects still waiting in its
+    /// rings back on the queue, unmarked), so the mutator may run.
     pub(crate) fn drain(&mut self, budget: &mut Budget) -> bool {
         if self.inners.is_some() {
             self.pipeline::<Keyed>(budget)
@@ -318,19 +352,30 @@ impl<'a> Marker<'a> {
     fn pipeline<C: Carry>(&mut self, budget: &mut Budget) -> bool {
         let (mut a, mut b) = (Ring::<C>::new(), Ring::<C>::new());
         let mut open = !budget.is_spent();
+        // Whether this drain has scanned an object.
+        let mut scanned = false;
         loop {
             // Stage 2: keep ring A full from the queue.
+            budget.note(std::mem::take(&mut self.visits));
             while open && !a.is_full() {
                 match self.pop_grey::<C>() {
                     Pop::Empty => break,
                     Pop::Skip => open = !budget.spend(1),
                     Pop::Grey(p) => {
                         a.push(p);
-                        // Stop taking new objects once the budget is spent;
-                        // the rings are still flushed.
                         open = !budget.spend(1);
                     }
                 }
+            }
+            if !open && scanned && budget.deadline().is_some() {
+                // The deadline has passed: the objects waiting in the rings
+                // go back to the queue unmarked, to be scanned by a later
+                // slice, instead of now (two rings of large objects would
+                // overrun it). Only once this drain has scanned something, so
+                // every slice makes progress; a work budget (no deadline)
+                // flushes the rings, as its unit count promises.
+                self.requeue(&mut a, &mut b);
+                return false;
             }
             // Stage 3: move one object from A into B, scanning B's oldest to
             // make room. Once A runs dry, B drains (its scans may refill the
@@ -340,12 +385,14 @@ impl<'a> Marker<'a> {
                     let (oldest, key) =
                         C::unpack(b.pop().expect("a full ring has an oldest entry"));
                     self.scan(oldest, key);
+                    scanned = true;
                 }
                 Self::prefetch_refs(C::unpack(p).0);
                 b.push(p);
             } else if let Some(oldest) = b.pop() {
                 let (oldest, key) = C::unpack(oldest);
                 self.scan(oldest, key);
+                scanned = true;
             } else {
                 return open;
             }
@@ -356,6 +403,7 @@ impl<'a> Marker<'a> {
 impl Visitor for Marker<'_> {
     #[inline(always)]
     fn visit(&mut self, obj: AnyObj) {
+        self.visits += 1;
         let i = obj.index();
         if i >= self.high_water || self.is_marked(i) {
             return;
