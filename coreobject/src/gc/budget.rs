@@ -68,17 +68,6 @@ impl Budget {
         false
     }
 
-    /// Counts `n` pieces of work that are not units (handles visited while
-    /// scanning): they bring the next reading of the clock closer, so that
-    /// scanning objects with many handles cannot run [`CLOCK_EVERY`] units
-    /// past the deadline, but take no units (a work budget means the same).
-    #[inline(always)]
-    pub(crate) fn note(&mut self, n: usize) {
-        if self.deadline.is_some() {
-            self.until_clock = self.until_clock.saturating_sub(n).max(1);
-        }
-    }
-
     /// Takes one unit of work that ran user code (a destruction hook, a
     /// delete listener, a `Drop`): the clock is read every
     /// [`CLOCK_EVERY`]` / 16` of those, since each may cost microseconds.

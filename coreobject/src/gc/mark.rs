@@ -159,10 +159,6 @@ pub(crate) struct Marker<'a> {
     /// The outer → inners index, when outers keep their inners alive.
     inners: Option<&'a Inners>,
     pub(crate) marked: usize,
-    /// Handles visited since the budget last heard of them: a scan's cost
-    /// grows with its object's handles, so they bring the clock reading
-    /// closer (see [`Budget::note`]).
-    visits: usize,
 }
 
 impl<'a> Marker<'a> {
@@ -180,7 +176,6 @@ impl<'a> Marker<'a> {
             high_water,
             inners,
             marked: 0,
-            visits: 0,
         }
     }
 
@@ -356,7 +351,6 @@ impl<'a> Marker<'a> {
         let mut scanned = false;
         loop {
             // Stage 2: keep ring A full from the queue.
-            budget.note(std::mem::take(&mut self.visits));
             while open && !a.is_full() {
                 match self.pop_grey::<C>() {
                     Pop::Empty => break,
@@ -403,7 +397,6 @@ impl<'a> Marker<'a> {
 impl Visitor for Marker<'_> {
     #[inline(always)]
     fn visit(&mut self, obj: AnyObj) {
-        self.visits += 1;
         let i = obj.index();
         if i >= self.high_water || self.is_marked(i) {
             return;
