@@ -329,7 +329,7 @@ impl Heap {
     #[inline]
     pub fn try_create<T: Object>(&self, value: T) -> Result<Obj<T>, Error> {
         match self.array.reserve() {
-            Some(index) => Ok(self.publish(index, value, None)),
+            Some(index) => Ok(self.publish(index, value, None, 0)),
             None => Err(self.cap_error()),
         }
     }
@@ -356,7 +356,7 @@ impl Heap {
         }
         let Some(name) = name else {
             let index = self.array.reserve().ok_or_else(|| self.cap_error())?;
-            return Ok(self.publish(index, value, outer));
+            return Ok(self.publish(index, value, outer, 0));
         };
         Names::check(name)?;
         // Hold the name lock across creation so two threads cannot both take a name.
@@ -373,7 +373,7 @@ impl Heap {
                 return Err(self.cap_error());
             }
         };
-        let h = self.publish_quiet(index, value, outer);
+        let h = self.publish_quiet(index, value, outer, 0);
         names.insert(h.any(), outer, name);
         self.array.at(h.index()).set(flags::NAMED);
         drop(names);
@@ -402,7 +402,7 @@ impl Heap {
             return Err(PoolError::CreateAtWhileOpen.into());
         }
         self.array.claim(index)?;
-        Ok(self.publish(index, value, None))
+        Ok(self.publish(index, value, None, 0))
     }
 
     /// Creates an object at a chosen free index with a chosen serial
@@ -445,33 +445,43 @@ impl Heap {
             return Err(PoolError::CreateAtWhileOpen.into());
         }
         self.array.claim_with_serial(index, serial)?;
-        let h = self.publish_quiet(index, value, None);
         // Handles to another class may carry this serial: typed resolves of
         // this object compare the class (see `ObjectArray::resolve`).
-        self.array.at(index).set(flags::RESTORED);
-        if !self.listeners.create.is_empty() {
-            self.notify_create(h.any());
-        }
-        Ok(h)
+        Ok(self.publish(index, value, None, flags::RESTORED))
     }
 
     #[inline]
-    fn publish<T: Object>(&self, index: u32, value: T, outer: Option<AnyObj>) -> Obj<T> {
-        let h = self.publish_quiet(index, value, outer);
+    fn publish<T: Object>(
+        &self,
+        index: u32,
+        value: T,
+        outer: Option<AnyObj>,
+        extra: u32,
+    ) -> Obj<T> {
+        let h = self.publish_quiet(index, value, outer, extra);
         if !self.listeners.create.is_empty() {
             self.notify_create(h.any());
         }
         h
     }
 
-    /// Fills a reserved slot. The caller owns `index` exclusively.
+    /// Fills a reserved slot, with item flags `extra` besides the usual
+    /// ones. The caller owns `index` exclusively.
     #[inline]
-    fn publish_quiet<T: Object>(&self, index: u32, value: T, outer: Option<AnyObj>) -> Obj<T> {
+    fn publish_quiet<T: Object>(
+        &self,
+        index: u32,
+        value: T,
+        outer: Option<AnyObj>,
+        extra: u32,
+    ) -> Obj<T> {
         self.gc.note_alloc(T::class().size());
         if T::INTERIOR_MUT {
             self.gc.note_interior(index);
         }
-        let h = self.array.fill(index, value, outer, self.gc.birth_flags());
+        let h = self
+            .array
+            .fill(index, value, outer, self.gc.birth_flags() | extra);
         if let Some(o) = outer {
             self.note_inner(o, h.any());
         }
@@ -1084,7 +1094,7 @@ impl Heap {
         };
         let mut names = self.names.write();
         let name = names.default_name(T::class());
-        let h = self.publish_quiet(index, value, None);
+        let h = self.publish_quiet(index, value, None, 0);
         self.array.at(h.index()).set(flags::DEFAULT_OBJECT);
         names.insert(h.any(), None, &name);
         self.array.at(h.index()).set(flags::NAMED);
