@@ -204,13 +204,34 @@ pub struct GcConfig {
 }
 
 impl GcConfig {
-    /// Unreal's default: a collection every 61.1 seconds.
+    /// [`Heap::tick`](crate::Heap::tick) collects when the objects the
+    /// collector considers have doubled since the last cycle's survivors (and
+    /// number at least [`growth_floor`](Self::growth_floor), 1,024), as Lua
+    /// and gc-arena pace, and at the latest every 61.1 seconds of tick time
+    /// (Unreal's `gc.TimeBetweenPurgingPendingKillObjects`). So a program
+    /// that creates objects every frame collects without any setting.
+    ///
+    /// ```
+    /// use coreobject::{Heap, Object};
+    /// use std::time::Duration;
+    /// #[derive(Object, Default)]
+    /// struct Spark;
+    /// let mut heap = Heap::new();
+    /// let mut cycles = 0;
+    /// for _ in 0..10 {
+    ///     for _ in 0..1_000 {
+    ///         heap.create(Spark);
+    ///     }
+    ///     cycles += heap.tick(Duration::from_millis(16)).completed.is_some() as usize;
+    /// }
+    /// assert!(cycles >= 4, "collected by growth, long before 61.1 s");
+    /// ```
     pub const DEFAULT: GcConfig = GcConfig {
         interval: Some(Duration::from_millis(61_100)),
         object_threshold: None,
         bytes_threshold: None,
         every_frame: false,
-        growth: None,
+        growth: Some(2.0),
         growth_floor: 1024,
         incremental: None,
         incremental_debt: Some(1.0),
@@ -225,6 +246,7 @@ impl GcConfig {
     /// Collect only when asked.
     pub const MANUAL: GcConfig = GcConfig {
         interval: None,
+        growth: None,
         ..GcConfig::DEFAULT
     };
 
@@ -236,7 +258,20 @@ impl GcConfig {
 }
 
 impl GcConfig {
-    /// Checks the settings a heap refuses.
+    /// The largest [`incremental_stretch`](Self::incremental_stretch) a heap
+    /// accepts.
+    pub const MAX_STRETCH: f64 = 1_000_000.0;
+
+    /// Checks the settings a heap refuses: a zero budget, a growth factor
+    /// not above 1, a stretch outside `1.0..=MAX_STRETCH`, a debt limit that
+    /// is not a positive number. Each error names its field. A budget of
+    /// [`Duration::MAX`] is accepted and means no deadline.
+    ///
+    /// Settings changed through
+    /// [`Heap::gc_config_mut`](crate::Heap::gc_config_mut) are not checked
+    /// there; the collector treats out-of-range values as their nearest
+    /// meaningful ones (a NaN debt never forces a cycle, a huge stretch or
+    /// budget means no deadline), so no setting can make a tick panic.
     pub fn validate(&self) -> Result<(), crate::error::ConfigError> {
         use crate::error::ConfigError;
         if self.incremental == Some(Duration::ZERO) {
@@ -245,8 +280,11 @@ impl GcConfig {
         if self.growth.is_some_and(|g| g.is_nan() || g <= 1.0) {
             return Err(ConfigError::Growth);
         }
-        if !self.incremental_stretch.is_finite() || self.incremental_stretch < 1.0 {
+        if !(1.0..=Self::MAX_STRETCH).contains(&self.incremental_stretch) {
             return Err(ConfigError::Stretch);
+        }
+        if self.incremental_debt.is_some_and(|d| d.is_nan() || d <= 0.0) {
+            return Err(ConfigError::Debt);
         }
         Ok(())
     }

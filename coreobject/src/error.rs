@@ -91,6 +91,11 @@ pub enum SerialRefusal {
     /// would resolve to the new object.
     #[error("it is older than the slot's last occupant: handles to a later occupant would resolve to the new object")]
     Older,
+    /// One of the tag's last two generations, which the slot never issued:
+    /// after this heap, no heap could use the tag again (it would be retired
+    /// for the process, and heaps could run out of tags while few are alive).
+    #[error("it is one of the heap tag's last two generations: the tag would be retired for the process when this heap is dropped")]
+    WouldRetireTag,
 }
 
 /// A [`HeapConfig`](crate::HeapConfig) value out of range.
@@ -112,9 +117,13 @@ pub enum ConfigError {
     /// A growth factor not above 1.
     #[error("GcConfig::growth must be above 1.0")]
     Growth,
-    /// A slice stretch below 1 (or not a number).
-    #[error("GcConfig::incremental_stretch must be at least 1.0")]
+    /// A slice stretch below 1, above [`MAX_STRETCH`](crate::GcConfig::MAX_STRETCH),
+    /// or not a number.
+    #[error("GcConfig::incremental_stretch must be a number from 1.0 to 1,000,000.0")]
     Stretch,
+    /// A debt limit that is not a positive number.
+    #[error("GcConfig::incremental_debt must be a positive number (or None)")]
+    Debt,
 }
 
 /// Everything that can go wrong when using a [`Heap`](crate::Heap).

@@ -416,9 +416,14 @@ impl Heap {
     /// (a newer generation, up to the heap's limit), and, for a slot never
     /// used, any generation of this heap. Refused with
     /// [`Error::SerialRefused`]: another heap's tag, a generation outside this
-    /// heap's range, a retired slot, and a generation older than the last
+    /// heap's range, a retired slot, a generation older than the last
     /// occupant's (handles to a later occupant would resolve to the new
-    /// object). A taken index is refused with [`Error::IndexTaken`]. Once
+    /// object), and one of the tag's last two generations
+    /// ([`serial::MAX_GENERATION`](crate::serial::MAX_GENERATION)` - 1` and
+    /// up) that the slot never issued: a heap tag returns to the pool above
+    /// every generation its heap issued, so those would retire the tag for
+    /// the process ([`SerialRefusal::WouldRetireTag`](crate::SerialRefusal::WouldRetireTag)).
+    /// A taken index is refused with [`Error::IndexTaken`]. Once
     /// the object is freed, its slot moves past `serial` as usual.
     ///
     /// ```
@@ -476,9 +481,6 @@ impl Heap {
         extra: u32,
     ) -> Obj<T> {
         self.gc.note_alloc(T::class().size());
-        if T::INTERIOR_MUT {
-            self.gc.note_interior(index);
-        }
         let h = self
             .array
             .fill(index, value, outer, self.gc.birth_flags() | extra);
@@ -539,7 +541,7 @@ impl Heap {
     fn cap_error(&self) -> Error {
         Error::CapReached(CapReport {
             cap: self.array.cap(),
-            by_class: self.array.class_counts(),
+            by_class: self.array.class_counts(true),
         })
     }
 
@@ -743,10 +745,25 @@ impl Heap {
     }
 
     /// Removes an object from the root set (Unreal's `RemoveFromRoot`).
+    /// Class default objects stay rooted for the heap's life: removing one
+    /// is refused with [`Error::Permanent`].
+    ///
+    /// ```
+    /// # use coreobject::{Error, Heap, Object};
+    /// # #[derive(Object, Default)] struct Coin;
+    /// let heap = Heap::new();
+    /// let cdo = heap.class_default::<Coin>().unwrap();
+    /// assert_eq!(heap.remove_from_root(cdo), Err(Error::Permanent(cdo.any())));
+    /// assert!(heap.is_rooted(cdo));
+    /// ```
     pub fn remove_from_root(&self, h: impl Into<AnyObj>) -> Result<(), Error> {
         let h = h.into();
         self.array.lookup(h, flags::UNREACHABLE)?;
-        self.array.at(h.index()).clear(flags::ROOT);
+        let item = self.array.at(h.index());
+        if item.flags() & flags::DEFAULT_OBJECT != 0 {
+            return Err(Error::Permanent(h));
+        }
+        item.clear(flags::ROOT);
         Ok(())
     }
 
@@ -914,18 +931,31 @@ impl Heap {
 
     // ----- iteration and counts -------------------------------------------
 
-    /// Objects allocated: live ones, garbage ones not yet collected, and ones
-    /// awaiting `finish_destroy`.
+    /// Objects **allocated**: the table's occupied slots. That is the live
+    /// objects, plus objects marked as garbage or found unreachable that the
+    /// collector has not freed yet, plus objects awaiting `finish_destroy`.
+    /// O(1). For the objects [`get`](Self::get) resolves, which
+    /// [`iter`](Self::iter) visits, see [`live_count`](Self::live_count).
     ///
     /// ```
     /// # use coreobject::{Heap, Object};
     /// # #[derive(Object, Default)] struct Coin;
     /// let heap = Heap::new();
+    /// let c = heap.create(Coin);
     /// heap.create(Coin);
-    /// assert_eq!(heap.len(), 1);
+    /// heap.mark_as_garbage(c).unwrap();
+    /// assert_eq!(heap.len(), 2);        // allocated
+    /// assert_eq!(heap.live_count(), 1); // resolvable
     /// ```
     pub fn len(&self) -> usize {
         self.array.len()
+    }
+
+    /// Objects **live**: those [`get`](Self::get) resolves, which
+    /// [`iter`](Self::iter) visits (allocated objects less those marked as
+    /// garbage or found unreachable). Walks the table: O(high water).
+    pub fn live_count(&self) -> usize {
+        self.iter().count()
     }
 
     /// Whether no objects are allocated.
@@ -1025,9 +1055,22 @@ impl Heap {
         }
     }
 
-    /// Live objects per class, most numerous first.
+    /// **Live** objects per class (what [`iter_of`](Self::iter_of) visits,
+    /// summed per class; objects marked as garbage or found unreachable are
+    /// not counted), most numerous first. Walks the table.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Coin;
+    /// let heap = Heap::new();
+    /// let c = heap.create(Coin);
+    /// heap.create(Coin);
+    /// heap.mark_as_garbage(c).unwrap();
+    /// assert_eq!(heap.class_counts(), [("Coin", 1)]);
+    /// assert_eq!(heap.iter_of::<Coin>().count(), 1);
+    /// ```
     pub fn class_counts(&self) -> Vec<(&'static str, usize)> {
-        self.array.class_counts()
+        self.array.class_counts(false)
     }
 
     /// The class default object of `T` (Unreal's CDO): made on first request

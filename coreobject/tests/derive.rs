@@ -463,11 +463,12 @@ fn class_defaults_exist_only_for_default_types() {
     // It cannot be marked as garbage, so it always resolves.
     assert_eq!(heap.mark_as_garbage(cdo), Err(Error::Permanent(cdo.any())));
     assert_eq!(heap.class_default::<WithDefault>(), Some(cdo));
-    // Removed from the root set, it is made again on the next request.
-    heap.remove_from_root(cdo).unwrap();
+    // Nor removed from the root set: it lives as long as the heap, and
+    // handles to it never go stale.
+    assert_eq!(heap.remove_from_root(cdo), Err(Error::Permanent(cdo.any())));
+    assert!(heap.is_rooted(cdo));
     heap.collect().unwrap();
-    assert!(heap.get(cdo).is_none());
-    let again = heap.class_default::<WithDefault>().unwrap();
-    assert_ne!(again, cdo);
-    assert_eq!(heap[again].ammo, 30);
+    assert!(heap.get(cdo).is_some());
+    assert_eq!(heap.class_default::<WithDefault>(), Some(cdo));
+    assert_eq!(heap[cdo].ammo, 30);
 }

@@ -1883,13 +1883,15 @@ impl World {
         let visible = self.alive.iter().filter(|&&i| self.objs[i].resolvable());
         let considered = visible.clone().filter(|&&i| !self.objs[i].pool).count();
         assert_eq!(self.heap.iter().count(), visible.clone().count(), "iter()");
+        assert_eq!(self.heap.live_count(), visible.clone().count(), "live_count()");
         let pool = visible.filter(|&&i| self.objs[i].pool).count();
         assert_eq!(self.heap.iter().filter(|o| o.is_disregard()).count(), pool);
         for (name, class) in [("Node", Class::Node), ("Leaf", Class::Leaf)] {
+            // Live objects: what `iter_of` visits.
             let want = self
                 .alive
                 .iter()
-                .filter(|&&i| self.objs[i].class == class)
+                .filter(|&&i| self.objs[i].class == class && self.objs[i].resolvable())
                 .count();
             let got = self
                 .heap

@@ -59,6 +59,11 @@ pub(crate) mod flags {
     /// whose serial may have named an object of another class: typed
     /// resolves compare the class here, and nowhere else.
     pub const RESTORED: u32 = 1 << 12;
+    /// Its class can change its handles behind a shared reference
+    /// ([`Trace::INTERIOR_MUT`](crate::Trace::INTERIOR_MUT)): while a cycle
+    /// marks, every door that hands out a `&T` to it puts it on the re-scan
+    /// list, as `get_mut` does for every object.
+    pub const INTERIOR: u32 = 1 << 13;
     /// Hidden from `get`: garbage or being destroyed.
     pub const DEAD: u32 = GARBAGE | UNREACHABLE;
 }

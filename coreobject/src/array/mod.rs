@@ -63,6 +63,10 @@ pub(crate) struct Pool {
 pub(crate) struct Condemned {
     /// The mark bitmap of the cycle being purged.
     pub(crate) marks: Vec<u64>,
+    /// The pool's end at the cycle's start: slots below it were permanent
+    /// then, and the purge never visits them (even if the pool has been
+    /// disabled since).
+    pub(crate) start: u32,
     /// The high water at the cycle's start; slots at or above it are newer.
     pub(crate) end: u32,
     /// Whether the hiding applies (between the end of marking and the end
@@ -88,6 +92,12 @@ pub(crate) struct ObjectArray {
     retired: u32,
     /// Freed slots that a `StrongObj` still counts on.
     parked: Vec<u32>,
+    /// Whether a cycle marks: the read barrier of interior-mutable objects
+    /// is on ([`touch`](Self::touch)). Written only through `&mut self`.
+    watching: bool,
+    /// Interior-mutable objects handed out as `&T` while marking, for the
+    /// collector's re-scan.
+    touched: Mutex<Vec<u32>>,
     /// Unreachable objects the purge has not reached yet.
     pub(crate) condemned: Condemned,
     /// The objects' memory.
@@ -117,6 +127,8 @@ impl ObjectArray {
             roots: Mutex::new(Vec::new()),
             retired: 0,
             parked: Vec::new(),
+            watching: false,
+            touched: Mutex::new(Vec::new()),
             condemned: Condemned::default(),
             slabs: Slabs::default(),
         }
@@ -193,8 +205,10 @@ impl ObjectArray {
     /// or any serial of this heap's tag from the current one up to the limit
     /// (a generation the slot never issued). A never-used slot accepts any
     /// generation of this heap. Refused: another tag, a generation outside
-    /// the heap's range, a retired slot, and anything older than the last
-    /// occupant, to which handles to a later occupant would then resolve.
+    /// the heap's range, a retired slot, anything older than the last
+    /// occupant, to which handles to a later occupant would then resolve,
+    /// and the tag's last two generations unless the slot issued them
+    /// (they would retire the tag for the process).
     pub(crate) fn claim_with_serial(
         &mut self,
         index: u32,
@@ -230,6 +244,14 @@ impl ObjectArray {
         if current != 0 && serial < current - 1 {
             return Err(refuse(SerialRefusal::Older));
         }
+        // A tag goes back to the pool with its floor past the highest
+        // generation its heap issued; a floor at the top retires it for the
+        // process. Restoring what the slot already issued changes nothing;
+        // jumping to the top would burn the tag for every later heap.
+        let issued = current != 0 && serial <= current - 1;
+        if !issued && generation >= serial::MAX_GENERATION - 1 {
+            return Err(refuse(SerialRefusal::WouldRetireTag));
+        }
         let claimed = self.table.claim(index);
         debug_assert!(claimed, "claimable index refused");
         // The slot is empty and exclusively ours: `fill` issues the serial it carries.
@@ -260,6 +282,9 @@ impl ObjectArray {
         let mut f = extra;
         if T::HAS_HOOKS {
             f |= flags::HOOKS;
+        }
+        if T::INTERIOR_MUT {
+            f |= flags::INTERIOR;
         }
         if self.pool.open && index < self.pool.capacity {
             f |= flags::DISREGARD;
@@ -323,7 +348,7 @@ impl ObjectArray {
     /// Whether the purge in flight will find slot `i` unreachable.
     #[cold]
     fn is_condemned(&self, i: u32, f: u32) -> bool {
-        i >= self.pool.end
+        i >= self.condemned.start
             && i < self.condemned.end
             && f & (flags::BORN | flags::DISREGARD) == 0
             && !self.condemned.is_marked(i)
@@ -375,10 +400,38 @@ impl ObjectArray {
     #[inline(always)]
     fn typed<T: Object>(&self, h: AnyObj, hidden: u32) -> Result<NonNull<Header>, ResolveError> {
         let (p, f) = self.find(h)?;
-        if f & (hidden | flags::RESTORED) != 0 || self.condemned.active {
+        if f & (hidden | flags::RESTORED | flags::INTERIOR) != 0 || self.condemned.active {
             return self.typed_slow::<T>(h, p, f, hidden);
         }
         Ok(p)
+    }
+
+    /// The read barrier of interior-mutable objects: while a cycle marks, a
+    /// `&T` handed out for one (which can change its handles behind a lock)
+    /// puts it on the re-scan list, once until marking looks at the list.
+    #[inline]
+    pub(crate) fn touch(&self, index: u32, f: u32) {
+        if f & flags::INTERIOR != 0 && self.watching && f & flags::REGREY == 0 {
+            self.touch_slow(index);
+        }
+    }
+
+    #[cold]
+    fn touch_slow(&self, index: u32) {
+        if self.at(index).set(flags::REGREY) & flags::REGREY == 0 {
+            self.touched.lock().push(index);
+        }
+    }
+
+    /// Turns the read barrier of interior-mutable objects on or off (on
+    /// while a cycle marks).
+    pub(crate) fn watch(&mut self, on: bool) {
+        self.watching = on;
+    }
+
+    /// Moves the objects touched through the read barrier onto `list`.
+    pub(crate) fn take_touched(&mut self, list: &mut Vec<u32>) {
+        list.append(self.touched.get_mut());
     }
 
     #[cold]
@@ -391,6 +444,7 @@ impl ObjectArray {
         hidden: u32,
     ) -> Result<NonNull<Header>, ResolveError> {
         let p = self.hidden(h, p, f, hidden)?;
+        self.touch(h.index(), f);
         if f & flags::RESTORED != 0 {
             // SAFETY: `p` is a live header; reading its class is a shared read.
             let class = unsafe { p.as_ref() }.class();
@@ -662,19 +716,13 @@ impl ObjectArray {
         let serial = NonZeroU32::new(item.serial())?;
         Some(ObjectRef {
             names,
+            array: self,
             id: AnyObj::new(index, serial),
             // SAFETY: `header` is live while `&self` is borrowed.
             header: unsafe { header.as_ref() },
             value: header,
             flags: item.flags(),
         })
-    }
-
-    /// The class of the object in slot `index`, if any.
-    pub(crate) fn class_in(&self, index: u32) -> Option<&'static Class> {
-        let p = self.item(index)?.object()?;
-        // SAFETY: `p` is a live header while `&self` is borrowed.
-        Some(unsafe { p.as_ref() }.class())
     }
 
     /// Calls `f` with every slot below `end` whose chunk exists, skipping
@@ -692,11 +740,16 @@ impl ObjectArray {
         }
     }
 
-    /// Allocated objects per class, most numerous first.
-    pub(crate) fn class_counts(&self) -> Vec<(&'static str, usize)> {
+    /// Objects per class, most numerous first: the live ones (those
+    /// resolution does not hide), or with `allocated` every object in the
+    /// table.
+    pub(crate) fn class_counts(&self, allocated: bool) -> Vec<(&'static str, usize)> {
         let mut by: std::collections::HashMap<*const Class, (&'static str, usize)> =
             std::collections::HashMap::new();
-        self.for_each_allocated(self.high_water(), |_, item| {
+        self.for_each_allocated(self.high_water(), |i, item| {
+            if !allocated && self.hides(i, item.flags()) {
+                return;
+            }
             if let Some(p) = item.object() {
                 // SAFETY: `p` is a live header while `&self` is borrowed.
                 let c = unsafe { p.as_ref() }.class();
@@ -813,6 +866,8 @@ impl DoomedPart<'_> {
 #[derive(Clone, Copy)]
 pub struct ObjectRef<'h> {
     names: &'h RwLock<Names>,
+    /// For the read barrier of interior-mutable objects.
+    array: &'h ObjectArray,
     id: AnyObj,
     header: &'h Header,
     value: NonNull<Header>,
@@ -852,6 +907,7 @@ impl<'h> ObjectRef<'h> {
         if !self.class().is::<T>() {
             return None;
         }
+        self.array.touch(self.id.index(), self.flags);
         // SAFETY: the class matches, so the header heads an ObjBox<T>, live for 'h.
         Some(unsafe { ObjBox::<T>::value(self.value) })
     }

@@ -35,9 +35,10 @@ impl Budget {
     /// Moves the deadline later, to `to` (a paced slice; see
     /// [`GcConfig::incremental_stretch`](crate::GcConfig::incremental_stretch)).
     /// No effect without a deadline.
-    pub(crate) fn extend(&mut self, to: Instant) {
+    pub(crate) fn extend(&mut self, to: Option<Instant>) {
         if let Some(d) = self.deadline {
-            self.deadline = Some(d.max(to));
+            // `None`: a deadline past the clock's range, so none at all.
+            self.deadline = to.map(|to| d.max(to));
         }
     }
 

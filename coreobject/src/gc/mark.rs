@@ -291,6 +291,31 @@ impl<'a> Marker<'a> {
         Pop::Grey(C::pack(p, bits, f))
     }
 
+    /// With the budget spent: drops the queue's front entries that would
+    /// mark nothing (stale, garbage, pool or already marked handles) at no
+    /// charge. Returns `true` if that empties the queue. So a drain with no
+    /// budget left still reports a queue that holds nothing to mark as dry,
+    /// and marking can end in a slice whose looks greyed nothing new, even
+    /// when they queued such handles (a re-scan queues an object's garbage
+    /// children every time).
+    fn skip_dead_front(&mut self) -> bool {
+        while let Some(&bits) = self.queue.front() {
+            let (i, serial) = (bits as u32, (bits >> 32) as u32);
+            if !self.is_marked(i) {
+                let item = self.chunks.at(i);
+                let f = item.flags();
+                if item.serial() == serial
+                    && f & (flags::DEAD | flags::DISREGARD) == 0
+                    && item.object().is_some()
+                {
+                    return false;
+                }
+            }
+            self.queue.pop_front();
+        }
+        true
+    }
+
     /// Sets slot `i`'s mark bit (below the cycle's high water).
     #[inline(always)]
     pub(crate) fn set_mark(&mut self, i: u32) {
@@ -307,8 +332,8 @@ impl<'a> Marker<'a> {
     }
 
     /// Marks everything reachable from what was visited so far, or until
-    /// the budget is spent. Returns `true` when the queue ran dry, `false`
-    /// when the budget stopped it; either way every object marked so far has
+    /// the budget is spent. Returns `true` when the queue ran dry (or holds
+    /// only handles that mark nothing), `false` when the budget stopped it; either way every object marked so far has
     /// been scanned (a stopped drain puts the objects still waiting in its
     /// rings back on the queue, unmarked), so the mutator may run.
     pub(crate) fn drain(&mut self, budget: &mut Budget) -> bool {
@@ -328,7 +353,10 @@ impl<'a> Marker<'a> {
     pub(crate) fn drain_parallel(&mut self, pool: &super::par::Pool, budget: &mut Budget) -> bool {
         if self.queue.is_empty() {
             // Nothing to wake workers for (the last look usually finds nothing).
-            return !budget.is_spent();
+            return true;
+        }
+        if budget.is_spent() {
+            return self.skip_dead_front();
         }
         let (marked, dry) = super::par::drain(
             self.chunks,
@@ -340,7 +368,7 @@ impl<'a> Marker<'a> {
             budget,
         );
         self.marked += marked;
-        dry
+        dry || self.skip_dead_front()
     }
 
     /// [`drain`](Self::drain), with rings carrying `C`.
@@ -388,7 +416,7 @@ impl<'a> Marker<'a> {
                 self.scan(oldest, key);
                 scanned = true;
             } else {
-                return open;
+                return open || self.skip_dead_front();
             }
         }
     }

@@ -237,14 +237,12 @@ pub(crate) struct Collector {
     in_flight: bool,
     bits: Vec<u64>,
     queue: VecDeque<u64>,
-    /// Objects changed through `get_mut` during marking.
+    /// Objects changed during marking: through `get_mut`, or handed out as
+    /// `&T` if their class is interior-mutable (the array's touched list,
+    /// moved here at each slice).
     regrey: Vec<u32>,
     /// Objects whose garbage mark was cleared during marking (from `&Heap`).
     greyed: Mutex<Vec<AnyObj>>,
-    /// Slots of objects whose class can change its handles behind a lock
-    /// ([`Trace::INTERIOR_MUT`](crate::Trace::INTERIOR_MUT)), which the
-    /// write barrier cannot see: re-scanned at the end of a sliced marking.
-    interior: Mutex<Vec<u32>>,
     /// Objects waiting for `is_ready_for_finish_destroy` (classes with hooks only).
     pending: Vec<Pending>,
     /// When the collector was made: pending objects note their wait from it.
@@ -279,7 +277,6 @@ impl Collector {
             queue: VecDeque::new(),
             regrey: Vec::new(),
             greyed: Mutex::new(Vec::new()),
-            interior: Mutex::new(Vec::new()),
             pending: Vec::new(),
             epoch: std::time::Instant::now(),
             roots_scratch: Vec::new(),
@@ -381,11 +378,6 @@ impl Collector {
         }
     }
 
-    /// An object of an interior-mutable class was created in slot `index`.
-    pub(crate) fn note_interior(&self, index: u32) {
-        self.interior.lock().push(index);
-    }
-
     /// An object whose garbage mark was cleared: marking must look at it.
     pub(crate) fn note_cleared_garbage(&self, h: AnyObj) {
         if self.marking {
@@ -436,7 +428,11 @@ impl Collector {
     pub(crate) fn tick(&mut self, stage: Stage<'_>, dt: Duration) -> Tick {
         let t0 = Instant::now();
         self.since_last = self.since_last.saturating_add(dt);
-        let budget = Budget::new(self.config.incremental.map(|b| t0 + b), usize::MAX);
+        // A budget too large to add to the clock has no deadline.
+        let budget = Budget::new(
+            self.config.incremental.and_then(|b| t0.checked_add(b)),
+            usize::MAX,
+        );
         let trigger = self.due_trigger(stage.array);
         self.slice(stage, t0, budget, trigger)
     }
@@ -567,6 +563,7 @@ impl Collector {
         self.cycle = Some(cycle);
         self.in_flight = true;
         self.marking = true;
+        array.watch(true);
         tracing::debug!(heap = array.tag(), ?trigger, "cycle started");
     }
 
@@ -656,16 +653,20 @@ impl Collector {
         };
         // The whole cycle's time, spread over the objects the debt allows
         // before the pacing target.
-        let share = cycle_secs / (PACE_TARGET * limit.max(f64::MIN_POSITIVE) * live);
-        cycle.owed += Duration::try_from_secs_f64(new as f64 * share).unwrap_or(Duration::MAX);
-        let cap = slice.mul_f64(stretch);
+        // Every step saturates: settings set through `gc_config_mut` are not
+        // validated, and no value may make a tick panic mid-cycle.
+        let allowance = PACE_TARGET * limit.max(f64::MIN_POSITIVE) * live;
+        let share = cycle_secs / allowance;
+        let secs = |s: f64| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX);
+        cycle.owed = cycle.owed.saturating_add(secs(new as f64 * share));
+        let cap = secs(slice.as_secs_f64() * stretch);
         // Behind schedule (more of the allowance used than of the cycle
         // done): the whole stretch, whatever the estimate says is owed.
-        let used = born as f64 / (PACE_TARGET * limit.max(f64::MIN_POSITIVE) * live);
+        let used = born as f64 / allowance;
         if used > self.progress(cycle, live) {
-            budget.extend(t0 + cap);
+            budget.extend(t0.checked_add(cap));
         } else if cycle.owed > slice {
-            budget.extend(t0 + cycle.owed.min(cap));
+            budget.extend(t0.checked_add(cycle.owed.min(cap)));
         }
     }
 
@@ -714,6 +715,7 @@ impl Collector {
     ) -> bool {
         stage.array.sync();
         stage.array.take_born(&mut cycle.born);
+        stage.array.take_touched(&mut self.regrey);
         // Drains of a large enough heap run on several threads, budgeted or not.
         let threads = cycle.threads;
         if threads > 1 && self.pool.as_ref().map(par::Pool::threads) != Some(threads) {
@@ -803,8 +805,16 @@ impl Collector {
                     return false;
                 }
             }
-            // Objects changed through the barrier: re-scan the ones already
-            // scanned; the others will be scanned, as they are now, if reached.
+            // Objects changed since they were last looked at: through
+            // `get_mut` (the write barrier), or, for interior-mutable
+            // classes, handed out as `&T` at all (the read barrier). Re-scan
+            // the ones already scanned; the others will be scanned, as they
+            // are now, if reached. The whole list, always: it holds each
+            // object changed since the previous slice once, so its cost is
+            // the program's writes, never the heap; it is charged to the
+            // budget; and a mutator that writes between every two slices
+            // cannot keep marking from ending (a partial pass could be
+            // refilled as fast as it is worked off).
             while let Some(i) = self.regrey.pop() {
                 let item = chunks.at(i);
                 let f = item.clear(flags::REGREY);
@@ -815,26 +825,7 @@ impl Collector {
                         marker.scan_slot(i, item, p);
                     }
                 }
-                if budget.spend(1) {
-                    cycle.stats.marked += std::mem::take(&mut marker.marked);
-                    return false;
-                }
-            }
-            // Objects whose handles may have changed behind a lock: when
-            // the program ran since marking began, re-scan every marked one
-            // (not budgeted: this pass must see them all at once).
-            if cycle.stats.slices > 0 {
-                for &i in self.interior.lock().iter() {
-                    let item = chunks.at(i);
-                    let f = item.flags();
-                    if f & flags::UNREACHABLE == 0
-                        && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
-                    {
-                        if let Some(p) = item.object() {
-                            marker.scan_slot(i, item, p);
-                        }
-                    }
-                }
+                budget.spend(1);
             }
             // Referencers report afresh: nothing tells us what they changed.
             for (_, r) in stage.referencers {
@@ -857,8 +848,10 @@ impl Collector {
         // did not reach until the sweep has flagged all of it.
         self.marking = false;
         let array = &mut *stage.array;
+        array.watch(false);
         let c = &mut array.condemned;
         std::mem::swap(&mut c.marks, &mut self.bits);
+        c.start = cycle.pool_end;
         c.end = cycle.hw;
         c.active = true;
         cycle.step = Step::Sweep(cycle.pool_end);
@@ -875,6 +868,8 @@ impl Collector {
         for &i in &cycle.born {
             array.at(i).clear(flags::BORN);
         }
+        array.watch(false);
+        array.take_touched(&mut self.regrey);
         for i in std::mem::take(&mut self.regrey) {
             array.at(i).clear(flags::REGREY);
         }
@@ -907,13 +902,6 @@ impl Collector {
         self.in_flight = false;
         self.pending.append(&mut cycle.waiting);
 
-        // Forget interior-mutable slots whose object is gone or changed class.
-        let interior = self.interior.get_mut();
-        if !interior.is_empty() {
-            interior.retain(|&i| array.class_in(i).is_some_and(|c| c.interior_mut()));
-            interior.sort_unstable();
-            interior.dedup();
-        }
         let mut stats = cycle.stats;
         stats.pending = self.pending.len();
         stats.live = array.len();
