@@ -18,7 +18,8 @@
 //! |---|---|---|
 //! | type (`Object`) | `#[object(name = "Weapon")]` | the class name (default: the type name) |
 //! | type (`Object`) | `#[object(lifecycle)]` | you implement `Lifecycle` yourself |
-//! | type (both) | `#[object(trace_with = path)]` | also call `path(&self, visitor)` (Unreal's `AddReferencedObjects`) |
+//! | type (both) | `#[object(trace_with = path)]` | also call `path(&self, visitor)` (Unreal's `AddReferencedObjects`); the class then counts as interior-mutable (its handles may change behind `&self`) |
+//! | type (both) | `#[object(interior_mut = false)]` | with `trace_with`: what `path` reads never changes behind `&self` (no read barrier); `= true` declares the opposite for any class |
 //! | field (both) | `#[object(skip)]` | never trace this field; its type need not implement `Trace` |
 //!
 //! The macros expand to paths under `::coreobject`; see that crate's docs.
@@ -58,6 +59,8 @@ struct TypeOpts {
     name: Option<LitStr>,
     lifecycle: bool,
     trace_with: Option<Path>,
+    /// `interior_mut = true | false`: overrides what the class declares.
+    interior_mut: Option<bool>,
 }
 
 fn type_opts(attrs: &[Attribute], is_object: bool) -> Result<TypeOpts> {
@@ -70,13 +73,16 @@ fn type_opts(attrs: &[Attribute], is_object: bool) -> Result<TypeOpts> {
                 opts.lifecycle = true;
             } else if meta.path.is_ident("trace_with") {
                 opts.trace_with = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("interior_mut") {
+                let lit: syn::LitBool = meta.value()?.parse()?;
+                opts.interior_mut = Some(lit.value);
             } else if meta.path.is_ident("skip") {
                 return Err(meta.error("`#[object(skip)]` goes on a field, not on the type"));
             } else {
                 let allowed = if is_object {
-                    "`name = \"…\"`, `lifecycle` or `trace_with = path`"
+                    "`name = \"…\"`, `lifecycle`, `trace_with = path` or `interior_mut = bool`"
                 } else {
-                    "`trace_with = path`"
+                    "`trace_with = path` or `interior_mut = bool`"
                 };
                 return Err(meta.error(format!("unknown `object` option; expected {allowed}")));
             }
@@ -169,13 +175,15 @@ fn needs_trace<'a>(fields: impl Iterator<Item = &'a Field>) -> TokenStream2 {
     quote!(false #(|| #terms)*)
 }
 
-/// `false || <A as Trace>::INTERIOR_MUT || …` over the traced fields.
+/// `false | <A as Trace>::INTERIOR_MUT | …` over the traced fields. Not
+/// `||`: every term is evaluated, so a field type whose constant refuses to
+/// compile (a traced `Arc` around a lock) is always reported.
 fn interior_mut<'a>(fields: impl Iterator<Item = &'a Field>) -> TokenStream2 {
     let terms = fields.filter(|f| !f.skip).map(|f| {
         let ty = &f.ty;
         quote_spanned!(ty.span()=> <#ty as ::coreobject::Trace>::INTERIOR_MUT)
     });
-    quote!(false #(|| #terms)*)
+    quote!(false #(| #terms)*)
 }
 
 /// The statements that trace a list of fields.
@@ -324,7 +332,16 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
         };
 
     let mut needs = needs_trace(fields.iter());
-    let interior = interior_mut(fields.iter());
+    let fields_interior = interior_mut(fields.iter());
+    // `trace_with` may read anything, skipped fields included: a lock or an
+    // atomic of handle bits changes with no `get_mut`, so such a class is
+    // interior-mutable unless it says otherwise. The fields' constants are
+    // still evaluated (for their compile-time checks).
+    let interior = match (opts.interior_mut, &opts.trace_with) {
+        (Some(v), _) => quote!({ let _fields: bool = #fields_interior; #v }),
+        (None, Some(_)) => quote!({ let _fields: bool = #fields_interior; true }),
+        (None, None) => fields_interior,
+    };
     let mut body = body;
     if let Some(f) = &opts.trace_with {
         needs = quote!(true);

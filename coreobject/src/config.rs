@@ -89,6 +89,15 @@ pub struct GcConfig {
     /// Incremental collection: the time budget of each [`Heap::tick`](crate::Heap::tick)'s
     /// slice (Unreal's `gc.IncrementalReachabilityTimeLimit` and
     /// `gc.IncrementalGCTimePerFrame`). `None` collects stop-the-world.
+    ///
+    /// What a budget means: a slice aims to stop at it, but by default it is
+    /// **not a hard cap**. A slice whose cycle falls behind the program may
+    /// run up to [`incremental_stretch`](Self::incremental_stretch) times the
+    /// budget (4 by default: a 2 ms budget may take 8 ms), which keeps the
+    /// cycle from being forced into one long pause; set the stretch to `1.0`
+    /// for a hard budget. A slice also finishes the work it has in hand: the
+    /// scan of one object, and the re-scan of the objects the program changed
+    /// since the previous slice. `Duration::MAX` means no deadline.
     pub incremental: Option<Duration>,
     /// Incremental collection: when objects created during a cycle exceed
     /// this multiple of the objects alive at its start (which pacing, see
@@ -283,7 +292,10 @@ impl GcConfig {
         if !(1.0..=Self::MAX_STRETCH).contains(&self.incremental_stretch) {
             return Err(ConfigError::Stretch);
         }
-        if self.incremental_debt.is_some_and(|d| d.is_nan() || d <= 0.0) {
+        if self
+            .incremental_debt
+            .is_some_and(|d| d.is_nan() || d <= 0.0)
+        {
             return Err(ConfigError::Debt);
         }
         Ok(())

@@ -53,9 +53,8 @@
 //! a live object. A poisoned `std` lock is traced like any other. While a
 //! collection runs no borrow of any object exists (it takes `&mut Heap`), so
 //! a lock can only be held by code that reaches it some other way, such as
-//! through an `Arc` shared outside the heap, or from the same thread while a
-//! `&Heap` walk such as [`Heap::reference_chains`](crate::Heap::reference_chains)
-//! runs. Tracing then retries, backing off, for up to [`LOCK_WAIT`] in
+//! from the same thread while a `&Heap` walk such as
+//! [`Heap::reference_chains`](crate::Heap::reference_chains) runs. Tracing then retries, backing off, for up to [`LOCK_WAIT`] in
 //! total, and if the lock is still held it **panics**, naming the lock's
 //! type. A panic while marking abandons the collection with nothing freed
 //! and no root forgotten; once the lock is released, the next collection
@@ -84,6 +83,22 @@
 //! heap[journal].open.lock().clear();
 //! heap.collect().unwrap();
 //! assert!(heap.get(quest).is_none(), "no longer referenced");
+//! ```
+//!
+//! A lock *shared* outside the heap is another matter. A handle that code
+//! outside the heap moves, while a collection traces, from a container the
+//! collector has not reached yet into one it has already traced would be
+//! missed, and its object freed while reachable. So an `Arc<T>` (or a
+//! `&'static T`) whose `T` holds handles behind a lock or other interior
+//! mutability is refused at compile time, with a message that says what to
+//! do instead: keep the lock in the object (reached only through the heap,
+//! whose barriers see every change), or report shared handles from one
+//! [`Referencer`](crate::Referencer) whose report reads them under one lock.
+//!
+//! ```compile_fail
+//! use std::sync::{Arc, Mutex};
+//! #[derive(coreobject::Object)]
+//! struct Shared { list: Arc<Mutex<Vec<coreobject::AnyObj>>> } // error: see above
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
@@ -227,12 +242,15 @@ pub trait Trace {
     /// What a field of this type holds, for class reflection.
     const KIND: RefKind = RefKind::nested(Self::NEEDS_TRACE);
     /// Whether the handles inside can change through a shared reference
-    /// (behind a lock). The write barrier of incremental collection sees only
-    /// [`Heap::get_mut`](crate::Heap::get_mut), so objects of such classes
-    /// are re-scanned at the end of every marking that spanned more than one
-    /// slice. The derives and the container impls compute it; a hand-written
-    /// `Trace` whose `trace` reads state behind interior mutability must set
-    /// it to `true`.
+    /// (behind a lock or in an atomic). The write barrier of incremental
+    /// collection is [`Heap::get_mut`](crate::Heap::get_mut); objects of such
+    /// classes can change without it, so while a cycle marks, every `&T`
+    /// handed out for one ([`Heap::get`](crate::Heap::get), iteration) puts
+    /// it on the same re-scan list: a read barrier, one flag test in `get`,
+    /// paid only by these classes. The derives and the container impls
+    /// compute it (`#[object(trace_with = f)]` classes are `true` unless they
+    /// say `interior_mut = false`); a hand-written `Trace` whose `trace`
+    /// reads state behind interior mutability must set it to `true`.
     const INTERIOR_MUT: bool = false;
     /// Report every strong handle in `self` to `v`.
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V);
@@ -336,7 +354,7 @@ impl<T: ?Sized> Trace for std::marker::PhantomData<T> {
 
 impl<T: Trace + ?Sized> Trace for &'static T {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
-    const INTERIOR_MUT: bool = T::INTERIOR_MUT;
+    const INTERIOR_MUT: bool = shared_is_frozen::<T>();
     const KIND: RefKind = T::KIND;
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -472,7 +490,7 @@ fn trace_map<'a, K: Trace + 'a, T: Trace + 'a, V: Visitor + ?Sized>(
 
 impl<K: Trace, T: Trace, S: BuildHasher> Trace for HashMap<K, T, S> {
     const NEEDS_TRACE: bool = K::NEEDS_TRACE || T::NEEDS_TRACE;
-    const INTERIOR_MUT: bool = K::INTERIOR_MUT || T::INTERIOR_MUT;
+    const INTERIOR_MUT: bool = K::INTERIOR_MUT | T::INTERIOR_MUT;
     const KIND: RefKind = RefKind::container(if K::NEEDS_TRACE { K::KIND } else { T::KIND });
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -482,7 +500,7 @@ impl<K: Trace, T: Trace, S: BuildHasher> Trace for HashMap<K, T, S> {
 
 impl<K: Trace, T: Trace> Trace for BTreeMap<K, T> {
     const NEEDS_TRACE: bool = K::NEEDS_TRACE || T::NEEDS_TRACE;
-    const INTERIOR_MUT: bool = K::INTERIOR_MUT || T::INTERIOR_MUT;
+    const INTERIOR_MUT: bool = K::INTERIOR_MUT | T::INTERIOR_MUT;
     const KIND: RefKind = RefKind::container(if K::NEEDS_TRACE { K::KIND } else { T::KIND });
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -494,7 +512,7 @@ macro_rules! tuple {
     ($(($($n:tt $t:ident),+)),* $(,)?) => {$(
         impl<$($t: Trace),+> Trace for ($($t,)+) {
             const NEEDS_TRACE: bool = false $(|| $t::NEEDS_TRACE)+;
-            const INTERIOR_MUT: bool = false $(|| $t::INTERIOR_MUT)+;
+            const INTERIOR_MUT: bool = false $(| $t::INTERIOR_MUT)+;
             const KIND: RefKind = RefKind::nested(Self::NEEDS_TRACE);
             #[inline]
             fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
@@ -518,9 +536,30 @@ tuple!(
     (0 A, 1 B, 2 C, 3 D, 4 E),
 );
 
+/// `false`, or a compile error when `T` holds handles behind interior
+/// mutability: the contents of an `Arc<T>` or a `&'static T` are shared
+/// with code outside the heap, which can move a handle from a container
+/// the collector has not traced yet into one it has, while it traces. No
+/// barrier sees that, so such a field could lose a reachable object.
+const fn shared_is_frozen<T: Trace + ?Sized>() -> bool {
+    if T::INTERIOR_MUT {
+        panic!(concat!(
+            "coreobject: a traced `Arc<T>` or `&'static T` must not hold object handles ",
+            "behind a lock or other interior mutability: code outside the heap could move a ",
+            "handle while the collector traces, and a reachable object could be freed. Keep the ",
+            "lock in the object itself (a `Mutex<Vec<AnyObj>>` field, reached only through the ",
+            "heap), report the shared handles from one `Referencer` whose report takes the lock ",
+            "once, or mark the field `#[object(skip)]`."
+        ))
+    }
+    false
+}
+
 impl<T: Trace + ?Sized> Trace for std::sync::Arc<T> {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
-    const INTERIOR_MUT: bool = T::INTERIOR_MUT;
+    /// Never: an `Arc` whose contents hold handles behind a lock does not
+    /// compile as a traced field (see [`Trace::INTERIOR_MUT`]).
+    const INTERIOR_MUT: bool = shared_is_frozen::<T>();
     const KIND: RefKind = T::KIND;
     /// Traces through the `Arc`: every object that holds a clone reports the
     /// handles inside, which is what keeps them alive.

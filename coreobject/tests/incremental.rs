@@ -30,6 +30,10 @@ use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Obj, Object, Referencer, St
 struct Node {
     id: u64,
     kids: Vec<Obj<Node>>,
+    /// Children behind a lock, moved through `&Heap` (on this thread or
+    /// another) between slices: no `get_mut`, so only the read barrier of
+    /// interior-mutable classes sees it.
+    locked: Mutex<Vec<Obj<Node>>>,
 }
 
 struct Held(Mutex<Vec<AnyObj>>);
@@ -57,6 +61,7 @@ impl Rng {
 #[derive(Default)]
 struct ModelObj {
     kids: Vec<u64>,
+    locked: Vec<u64>,
     rooted: bool,
     garbage: bool,
     /// The cycle (by completion count) by whose completion it must be gone.
@@ -96,6 +101,7 @@ impl Model {
                 continue;
             }
             stack.extend(m.kids.iter().copied());
+            stack.extend(m.locked.iter().copied());
         }
         seen
     }
@@ -163,7 +169,7 @@ fn run(seed: u64, ops: usize, threads: usize) {
         let pick = |rng: &mut Rng| -> Option<u64> {
             (!live.is_empty()).then(|| live[rng.below(live.len())])
         };
-        match rng.below(22) {
+        match rng.below(25) {
             // Create, from this thread or another, and link it (or not).
             0..=4 => {
                 let id = m.next_id;
@@ -171,6 +177,7 @@ fn run(seed: u64, ops: usize, threads: usize) {
                 let value = Node {
                     id,
                     kids: Vec::new(),
+                    locked: Mutex::new(Vec::new()),
                 };
                 let h = if rng.below(2) == 0 {
                     let heap = &heap;
@@ -219,6 +226,39 @@ fn run(seed: u64, ops: usize, threads: usize) {
                         let id = m.objs.get_mut(&a).unwrap().1.kids.remove(k);
                         heap[m.objs[&b].0].kids.push(kid);
                         m.objs.get_mut(&b).unwrap().1.kids.push(id);
+                    }
+                }
+            }
+            // Move a child into another object's lock, or from one lock to
+            // another (holding both), through `&Heap`, on this thread or on
+            // another one: the objects' handles change with no `get_mut`.
+            22..=24 => {
+                if let (Some(a), Some(b)) = (pick(&mut rng), pick(&mut rng)) {
+                    let from_lock = rng.below(2) == 0;
+                    let (ha, hb) = (m.objs[&a].0, m.objs[&b].0);
+                    let ma = &mut m.objs.get_mut(&a).unwrap().1;
+                    let src = if from_lock {
+                        &mut ma.locked
+                    } else {
+                        &mut ma.kids
+                    };
+                    if a != b && !src.is_empty() {
+                        let k = rng.below(src.len());
+                        let id = src.remove(k);
+                        let kid = (!from_lock).then(|| heap[ha].kids.remove(k));
+                        let heap = &heap;
+                        let mv = move || {
+                            let (na, nb) = (heap.get(ha).unwrap(), heap.get(hb).unwrap());
+                            let mut la = na.locked.lock().unwrap();
+                            let mut lb = nb.locked.lock().unwrap();
+                            lb.push(kid.unwrap_or_else(|| la.remove(k)));
+                        };
+                        if rng.below(2) == 0 {
+                            std::thread::scope(|s| s.spawn(mv).join().unwrap());
+                        } else {
+                            mv();
+                        }
+                        m.objs.get_mut(&b).unwrap().1.locked.push(id);
                     }
                 }
             }
@@ -362,6 +402,13 @@ fn run(seed: u64, ops: usize, threads: usize) {
                 assert_eq!(v.id, id, "{}", ctx());
                 let kids: Vec<Obj<Node>> = mo.kids.iter().map(|k| m.objs[k].0).collect();
                 assert_eq!(v.kids, kids, "{}: children of {id}", ctx());
+                let locked: Vec<Obj<Node>> = mo.locked.iter().map(|k| m.objs[k].0).collect();
+                assert_eq!(
+                    *v.locked.lock().unwrap(),
+                    locked,
+                    "{}: locked children of {id}",
+                    ctx()
+                );
             }
             if m.dead.contains(&id) {
                 assert!(resolved.is_none(), "{}: object {id} came back", ctx());

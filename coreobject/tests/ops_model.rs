@@ -1883,7 +1883,11 @@ impl World {
         let visible = self.alive.iter().filter(|&&i| self.objs[i].resolvable());
         let considered = visible.clone().filter(|&&i| !self.objs[i].pool).count();
         assert_eq!(self.heap.iter().count(), visible.clone().count(), "iter()");
-        assert_eq!(self.heap.live_count(), visible.clone().count(), "live_count()");
+        assert_eq!(
+            self.heap.live_count(),
+            visible.clone().count(),
+            "live_count()"
+        );
         let pool = visible.filter(|&&i| self.objs[i].pool).count();
         assert_eq!(self.heap.iter().filter(|o| o.is_disregard()).count(), pool);
         for (name, class) in [("Node", Class::Node), ("Leaf", Class::Leaf)] {

@@ -12,6 +12,10 @@
 //!   resolves trust the class; `Heap::downcast` is the checked way).
 //! * `foreign_handle_impl`: `Handle` is sealed, so no outside type can claim
 //!   a `Target` its handle does not name.
+//! * `shared_lock_field`: a traced `Arc<Mutex<Vec<AnyObj>>>` field; code
+//!   outside the heap could move its handles while the collector traces, so
+//!   it is refused, with a message pointing to a lock owned by the object
+//!   or a `Referencer`.
 //! * `borrow_across_collect`: a `&T` from `heap.get` held across
 //!   `heap.collect()`; the borrow checker makes every collection a safe point.
 //!

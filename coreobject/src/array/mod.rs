@@ -248,7 +248,7 @@ impl ObjectArray {
         // generation its heap issued; a floor at the top retires it for the
         // process. Restoring what the slot already issued changes nothing;
         // jumping to the top would burn the tag for every later heap.
-        let issued = current != 0 && serial <= current - 1;
+        let issued = current != 0 && serial < current;
         if !issued && generation >= serial::MAX_GENERATION - 1 {
             return Err(refuse(SerialRefusal::WouldRetireTag));
         }

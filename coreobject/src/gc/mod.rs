@@ -55,10 +55,19 @@
 //!
 //! * **The write barrier.** [`Heap::get_mut`](crate::Heap::get_mut) (and
 //!   `heap[h] = …`) is the only way to change an object. While a cycle marks,
-//!   it puts the object on a re-scan list (once per cycle, through an item
-//!   flag); the last step of marking re-scans every listed object that was
-//!   already marked, so a reference stored into a scanned object is found.
-//!   When no cycle marks, the barrier is one predictable branch.
+//!   it puts the object on a re-scan list (once until marking looks at the
+//!   list, through an item flag); marking re-scans every listed object that
+//!   was already marked, so a reference stored into a scanned object is
+//!   found. When no cycle marks, the barrier is one predictable branch.
+//! * **The read barrier of interior-mutable classes.** An object whose
+//!   handles sit behind a lock or in an atomic
+//!   ([`Trace::INTERIOR_MUT`](crate::Trace::INTERIOR_MUT)) can change with
+//!   only a `&T`, which it can get only from the heap ([`Heap::get`](crate::Heap::get),
+//!   iteration). While a cycle marks, handing out a `&T` for such an object
+//!   puts it on the same re-scan list. So only the objects the program used
+//!   since the previous slice are re-scanned, never every interior-mutable
+//!   object in the heap; other classes pay nothing (the flag is tested in
+//!   the same instruction as the garbage flags).
 //! * **Allocation is black.** Objects created while a cycle is in flight,
 //!   through `&Heap` on any thread or `&mut Heap`, carry a `BORN` flag: the
 //!   cycle never frees them, and marking scans them (they are found, without
@@ -72,14 +81,21 @@
 //!   did not reach resolves to nothing, even before the purge reaches it:
 //!   resolution consults the cycle's mark bitmap until every such object is
 //!   flagged.
-//! * **Progress.** Marking ends in a slice whose work lists, once emptied,
-//!   stay empty: no mutator runs inside a slice. Each slice that does not end
-//!   marking has marked at least one object that was unmarked (or it ran out
-//!   of budget while marking), and objects created during the cycle are
-//!   already black, so a cycle cannot be kept from finishing by a mutator
-//!   that re-greys objects: the re-scan of already-marked objects at the end
-//!   of marking costs time proportional to the objects changed since the
-//!   previous slice, never to the heap.
+//! * **Progress.** Marking ends in a slice whose looks at what the program
+//!   did (new roots, cleared garbage marks, objects created, the re-scan
+//!   list, referencer reports) grey nothing new: no mutator runs inside a
+//!   slice. The re-scan list is worked off whole in every slice that reaches
+//!   it, and charged to the slice's budget: it holds each object changed
+//!   since the previous slice once, so its cost is proportional to what the
+//!   program changed, never to the heap, and a mutator that writes between
+//!   every two slices cannot refill it faster than it is emptied. A drain
+//!   whose budget is spent still drops, at no charge, queued handles that
+//!   would mark nothing (stale, garbage, already marked), so a slice that
+//!   greys nothing new ends marking even with no budget left. Every other
+//!   slice marks at least one unmarked object, and objects created during
+//!   the cycle are black, so marking ends after at most as many slices as
+//!   there were objects when it began, whatever the mutator does (with
+//!   [`Heap::step`](crate::Heap::step)`(1)` too).
 //! * **Keeping up.** A timed slice is paced: the objects created since the
 //!   previous slice owe the cycle a share of its estimated time (from the
 //!   last cycle's time per live object), sized so that the cycle ends by the
