@@ -178,7 +178,7 @@
 //! | `FUObjectArray`, `GUObjectArray` | [`Heap`] (one per instance; no global) |
 //! | `FChunkedFixedUObjectArray` | the array's chunks ([`CHUNK_SIZE`]) |
 //! | `FUObjectItem` | the 24-byte item (see [Layout](#layout)) |
-//! | `GUObjectAllocator`, Mundi's object pooling | the array's pages per size class ([`MemoryReport::page_bytes`]) |
+//! | `GUObjectAllocator`, object pooling | the array's pages per size class ([`MemoryReport::page_bytes`]) |
 //! | `gc.MultithreadedGC`, parallel reachability | [`GcConfig::threads`] |
 //! | `UObject*`, `TObjectPtr<T>` | [`AnyObj`], [`Obj<T>`] |
 //! | `Cast<T>` | [`Heap::downcast`], [`ObjectRef::typed`]; unchecked: `unsafe` [`AnyObj::assume`] |
@@ -198,12 +198,12 @@
 //! | `AllocateUObjectIndex` with a `SerialNumber` (undo, replication) | [`Heap::create_at_with_serial`] |
 //! | `IsIncrementalPurgePending`, `IsGarbageCollecting` | [`Heap::gc_phase`] |
 //! | `gc.TimeBetweenPurgingPendingKillObjects` | [`GcConfig::interval`] with [`Heap::tick`] |
-//! | `DisallowGC` / Mundi's `SetEnabled` | [`Heap::set_enabled`] |
+//! | `DisallowGC` (as an on/off switch) | [`Heap::set_enabled`] |
 //! | `OpenDisregardForGC`, `CloseDisregardForGC` | [`Heap::open_disregard_for_gc`], [`Heap::close_disregard_for_gc`] |
 //! | `FUObjectCreateListener`, `FUObjectDeleteListener` | [`CreateListener`], [`DeleteListener`] |
 //! | `TObjectIterator<T>` | [`Heap::iter_of`] |
 //! | `ForEachObjectWithOuter` | [`Heap::for_each_with_outer`] |
-//! | `UObject::Outer` (an inner keeps its outer) | [`Spawn::outer`]; seed 001's reverse rule: [`GcConfig::outer_keeps_inners`] |
+//! | `UObject::Outer` (an inner keeps its outer) | [`Spawn::outer`]; the reverse (an outer keeps its inners): [`GcConfig::outer_keeps_inners`] |
 //! | `FindObject`, `StaticFindObject` | [`Heap::find`], [`Heap::find_path`] |
 //! | `GetPathName` | [`Heap::path_name`] |
 //! | `obj refs` | [`Heap::reference_chains`] |

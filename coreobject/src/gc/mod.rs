@@ -36,8 +36,8 @@
 //!
 //! An object created with an outer ([`Spawn::outer`](crate::Spawn::outer))
 //! keeps that outer alive, as in Unreal 5: the outer is an implicit field.
-//! With [`GcConfig::outer_keeps_inners`] (seed 001's rule, its
-//! `ForEachObjectWithOuter` in the mark loop), an outer *also* keeps its
+//! With [`GcConfig::outer_keeps_inners`] (as if marking ran
+//! `ForEachObjectWithOuter` on every object it traces), an outer *also* keeps its
 //! inners alive: scanning an object visits the inners filed under it in the
 //! outer → inners index, which creation and the purge keep up to date (so
 //! marking never searches the table). Both directions then hold, so an
