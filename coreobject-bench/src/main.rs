@@ -27,6 +27,10 @@
 //!   against the closed form `2^(d+1) - 1` nodes per tree.
 //! * [`micro`]: create, resolve, iterate, and root add/remove.
 //!
+//! A second binary, `par_start` (`src/bin/par_start.rs`, coreobject only),
+//! measures what starting parallel marking costs on a small heap:
+//! `cargo run --release -p coreobject-bench --bin par_start -- 1000 2000`.
+//!
 //! # Method
 //!
 //! Each peer runs in a **worker process of its own** (this executable,

@@ -247,7 +247,11 @@ fn simulate(
     let gc_us = frames.iter().map(|f| f.gc_us).sum::<f64>()
         + drain_gc_us
         + collections.last().map_or(0.0, |c| c.cycle_us);
-    let cycle_shape = CycleShape::of(&collections);
+    let cycle_shape = CycleShape {
+        end_of_run_ticks: final_gc.drain_ticks,
+        end_of_run_max_tick_us: final_gc.drain_max_tick_us,
+        ..CycleShape::of(&collections)
+    };
     let totals = sim.heap.gc_totals().clone();
     let reference_chain = chain.map(|(actor, c)| {
         let why = if sim.recent_detached.contains(&actor) {
@@ -382,6 +386,23 @@ mod tests {
     fn small_world_holds_every_invariant_incrementally() {
         let r = small(3_000, 45, 7, GcMode::Incremental, Duration::from_millis(2));
         holds_every_invariant(&r);
+        slices_are_frames_slices(&r);
+    }
+
+    /// The longest slice reported is one a frame ran: it fits in the
+    /// longest frame's collector time. The ticks that finish the cycle in
+    /// flight after the last frame are reported apart.
+    fn slices_are_frames_slices(r: &RunReport) {
+        let shape = &r.cycle_shape;
+        assert!(
+            shape.max_slice_us <= r.gc_per_frame.max_us,
+            "longest slice {} us, longest frame's collector time {} us",
+            shape.max_slice_us,
+            r.gc_per_frame.max_us
+        );
+        let drained = r.collection_log.iter().filter(|c| c.after_frames).count();
+        assert_eq!(drained, shape.finished_after_frames);
+        assert_eq!(drained > 0, shape.end_of_run_ticks > 0, "{shape:?}");
     }
 
     /// A budget far too small for a cycle: cycles span many frames, objects
@@ -398,6 +419,7 @@ mod tests {
         invariants_hold(&r);
         assert!(r.cycle_shape.slices_max > 1, "{:?}", r.cycle_shape);
         assert!(r.cycle_shape.frames_max > 1, "{:?}", r.cycle_shape);
+        slices_are_frames_slices(&r);
         assert!(r.counters.dead_handles_deferred > 0);
     }
 

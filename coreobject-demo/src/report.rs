@@ -64,9 +64,20 @@ pub struct CycleShape {
     pub frames_mean: f64,
     /// Most frames a cycle spanned.
     pub frames_max: u32,
-    /// The longest slice of any cycle (`CollectStats::max_slice`), in
-    /// microseconds.
+    /// The longest slice of any cycle completed during the frames
+    /// (`CollectStats::max_slice`), in microseconds. A cycle still in flight
+    /// when the frames ended is finished by ticks outside any frame (see
+    /// `end_of_run_*`), so its `max_slice` is left out here.
     pub max_slice_us: f64,
+    /// Cycles finished after the last frame (0 or 1): counted above, but
+    /// not in `max_slice_us`.
+    pub finished_after_frames: usize,
+    /// Ticks that finished the cycle in flight after the last frame.
+    pub end_of_run_ticks: usize,
+    /// The longest of those ticks (`Tick::time`), in microseconds. No frame
+    /// waited for it: these ticks advance no time and may run the rest of
+    /// the cycle in one piece.
+    pub end_of_run_max_tick_us: f64,
     /// Cycles the collector finished at once because allocation outpaced
     /// them (`CollectStats::forced`).
     pub forced: usize,
@@ -88,7 +99,14 @@ impl CycleShape {
             slices_max: cycles.iter().map(|c| c.slices).max().unwrap_or(0),
             frames_mean: cycles.iter().map(|c| f64::from(frames(c))).sum::<f64>() / n,
             frames_max: cycles.iter().map(|c| frames(c)).max().unwrap_or(0),
-            max_slice_us: cycles.iter().map(|c| c.max_slice_us).fold(0.0, f64::max),
+            max_slice_us: cycles
+                .iter()
+                .filter(|c| !c.after_frames)
+                .map(|c| c.max_slice_us)
+                .fold(0.0, f64::max),
+            finished_after_frames: cycles.iter().filter(|c| c.after_frames).count(),
+            end_of_run_ticks: 0,
+            end_of_run_max_tick_us: 0.0,
             forced: cycles.iter().filter(|c| c.forced).count(),
         }
     }
@@ -416,16 +434,34 @@ impl RunReport {
                 &mut s,
                 "cycle length",
                 format!(
-                    "{:.1} slices mean, {} max; {:.1} frames mean, {} max; longest slice {}; \
+                    "{:.1} slices mean, {} max; {:.1} frames mean, {} max; longest slice {}{}; \
                      {} forced to finish",
                     shape.slices_mean,
                     shape.slices_max,
                     shape.frames_mean,
                     shape.frames_max,
                     ms(shape.max_slice_us),
+                    if shape.finished_after_frames > 0 {
+                        " (cycles completed during the frames)"
+                    } else {
+                        ""
+                    },
                     shape.forced
                 ),
             );
+            if shape.end_of_run_ticks > 0 {
+                row(
+                    &mut s,
+                    "after the last frame",
+                    format!(
+                        "the cycle in flight finished in {} tick{} (longest {}, in no frame; \
+                         left out of the longest slice above)",
+                        shape.end_of_run_ticks,
+                        if shape.end_of_run_ticks == 1 { "" } else { "s" },
+                        ms(shape.end_of_run_max_tick_us)
+                    ),
+                );
+            }
         }
         row(
             &mut s,
@@ -588,7 +624,54 @@ impl RunReport {
 
 #[cfg(test)]
 mod tests {
-    use super::{bytes, thousands};
+    use super::{bytes, thousands, CycleShape};
+    use crate::stats::CollectionRecord;
+
+    fn cycle(
+        frame: u32,
+        max_slice_us: f64,
+        after_frames: bool,
+        trigger: &'static str,
+    ) -> CollectionRecord {
+        CollectionRecord {
+            frame,
+            started_frame: frame.saturating_sub(3),
+            trigger,
+            cycle_us: 4.0 * max_slice_us,
+            total_us: 4.0 * max_slice_us,
+            slices: 4,
+            max_slice_us,
+            after_frames,
+            forced: false,
+            born: 0,
+            mark_us: 0.0,
+            sweep_us: 0.0,
+            destroy_us: 0.0,
+            roots: 1,
+            marked: 1,
+            unreachable: 0,
+            freed: 0,
+            freed_bytes: 0,
+            live_after: 1,
+        }
+    }
+
+    /// The cycle finished after the last frame (one long tick outside any
+    /// frame) does not set the longest slice; the final explicit
+    /// collection is not a cycle's slice either.
+    #[test]
+    fn the_end_of_run_slice_is_not_the_longest() {
+        let log = [
+            cycle(10, 2_100.0, false, "object count"),
+            cycle(20, 3_000.0, false, "object count"),
+            cycle(30, 60_000.0, true, "object count"),
+            cycle(30, 90_000.0, false, "final check"),
+        ];
+        let shape = CycleShape::of(&log);
+        assert_eq!(shape.cycles, 3);
+        assert_eq!(shape.max_slice_us, 3_000.0);
+        assert_eq!(shape.finished_after_frames, 1);
+    }
 
     #[test]
     fn formatting() {

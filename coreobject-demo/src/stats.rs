@@ -121,6 +121,11 @@ pub struct CollectionRecord {
     pub slices: usize,
     /// The longest slice (`CollectStats::max_slice`), in microseconds.
     pub max_slice_us: f64,
+    /// Whether the cycle was finished after the last frame, by the end of
+    /// the run's ticks that advance no time (`Sim::final_collection`): its
+    /// last slices ran outside any frame, so `max_slice_us` may be one of
+    /// them, not a slice a frame waited for.
+    pub after_frames: bool,
     /// Whether allocation outpaced the budgeted cycle and the collector
     /// finished it at once, unbudgeted (`CollectStats::forced`).
     pub forced: bool,

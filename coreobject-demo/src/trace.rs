@@ -14,6 +14,16 @@
 //! tick) and once after the final collection, and the process's resident
 //! set size. Times are microseconds since the run started; the events on
 //! one track never overlap.
+//!
+//! Why not `tracing-chrome` over the library's spans (`gc.slice`,
+//! `gc.mark`, ..., see `coreobject::gc`, and its `examples/gc_timeline.rs`):
+//! it writes only begin/end and instant events on the emitting thread's
+//! track, so the live-object and RSS counters would be lost, the collector
+//! would share the game's track (both run on one thread), and the slices'
+//! per-cycle arguments (trigger, slices, cycle time, over budget), which
+//! come from `Tick` and the report, would need the same code as here. The
+//! writer below is kept; the library's spans serve programs that install a
+//! subscriber of their own.
 
 use std::io::Write as _;
 use std::path::Path;

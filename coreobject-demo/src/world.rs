@@ -161,6 +161,9 @@ pub struct FinalGc {
     pub drain: Option<(Span, f64)>,
     /// Ticks it took.
     pub drain_ticks: usize,
+    /// The longest of those ticks (`Tick::time`), in microseconds: no
+    /// frame waited for it.
+    pub drain_max_tick_us: f64,
     /// The explicit, stop-the-world collection.
     pub collect: Span,
 }
@@ -472,6 +475,7 @@ impl Sim {
         let mut records = Vec::new();
         let mut drain = None;
         let mut drain_ticks = 0;
+        let mut drain_max_tick = Duration::ZERO;
         if self.cycle.is_some() {
             let t = Instant::now();
             let mut gc = Duration::ZERO;
@@ -485,7 +489,13 @@ impl Sim {
                 let tick = self.heap.tick(Duration::ZERO);
                 drain_ticks += 1;
                 gc += tick.time;
-                records.extend(self.after_tick(frame, &tick));
+                drain_max_tick = drain_max_tick.max(tick.time);
+                // A cycle completed here had its last slices after the
+                // frames: its longest slice is not a frame's.
+                records.extend(self.after_tick(frame, &tick).map(|mut r| {
+                    r.after_frames = true;
+                    r
+                }));
             }
             let span = Span {
                 start_us: self.since_start(t),
@@ -515,6 +525,7 @@ impl Sim {
             records,
             drain,
             drain_ticks,
+            drain_max_tick_us: micros(drain_max_tick),
             collect,
         })
     }
@@ -1046,6 +1057,7 @@ fn collection_record(frame: u32, cycle: Cycle, s: &CollectStats) -> CollectionRe
         total_us: micros(s.total),
         slices: s.slices,
         max_slice_us: micros(s.max_slice),
+        after_frames: false,
         forced: s.forced,
         born: s.born,
         mark_us: micros(s.mark),

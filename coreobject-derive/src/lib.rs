@@ -1,28 +1,10 @@
 //! Derive macros for `coreobject`: `#[derive(Object)]` and `#[derive(Trace)]`.
 //!
-//! Both write a `Trace` implementation that reports **every** field, so a
-//! handle field that nobody annotated is still traced. A field opts out only
-//! with `#[object(skip)]` (or by being a `Weak<T>`, whose `Trace` reports
-//! nothing). `#[derive(Object)]` also registers the class: its name, its
-//! full path (`module_path!()::Type`), its reflected fields and, when the type
-//! implements `Default`, a class default object.
-//!
-//! `Object` is an `unsafe trait` (a class that answered for another type would
-//! make the heap read one type as another). The derive writes the
-//! `unsafe impl` and keeps its contract, so using it needs no `unsafe` from
-//! you, even under `#![forbid(unsafe_code)]`.
-//!
-//! Attributes:
-//!
-//! | where | attribute | meaning |
-//! |---|---|---|
-//! | type (`Object`) | `#[object(name = "Weapon")]` | the class name (default: the type name) |
-//! | type (`Object`) | `#[object(lifecycle)]` | you implement `Lifecycle` yourself |
-//! | type (both) | `#[object(trace_with = path)]` | also call `path(&self, visitor)` (Unreal's `AddReferencedObjects`); the class then counts as interior-mutable (its handles may change behind `&self`) |
-//! | type (both) | `#[object(interior_mut = false)]` | with `trace_with`: what `path` reads never changes behind `&self` (no read barrier); `= true` declares the opposite for any class |
-//! | field (both) | `#[object(skip)]` | never trace this field; its type need not implement `Trace` |
-//!
-//! The macros expand to paths under `::coreobject`; see that crate's docs.
+//! Use them through `coreobject` (`use coreobject::{Object, Trace};`): the
+//! macros expand to paths under `::coreobject`. Each macro's own
+//! documentation (also shown as `coreobject::Object` and
+//! `coreobject::Trace`) has the attribute table; the `coreobject` crate
+//! docs have runnable examples.
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -33,8 +15,38 @@ use syn::{
     Path, Result, Type,
 };
 
-/// Registers an object class and writes its `Trace` (and, unless
-/// `#[object(lifecycle)]`, an empty `Lifecycle`). See the crate docs.
+/// Makes a struct or enum an object class: registers its name, its full
+/// path (`module_path!()::Type`), its reflected fields and, when the type
+/// implements `Default`, a class default object; writes its `Trace`
+/// implementation and, unless `#[object(lifecycle)]`, an empty `Lifecycle`
+/// (Unreal's `UCLASS` with `UPROPERTY` on every field).
+///
+/// **Every field is traced**: a handle field (`Obj<T>`, `AnyObj`, or one
+/// inside a `Vec`, `Option`, `HashMap`, `Box`, a lock, a tuple, a
+/// `#[derive(Trace)]` struct, ...) keeps its target alive without any
+/// annotation. A field opts out only with `#[object(skip)]`, or by being a
+/// `Weak<T>`, which is never traced. Every field's type must implement
+/// `Trace`; the compiler error for one that does not says how to fix it.
+///
+/// `Object` is an `unsafe trait` (a class that answered for another type
+/// would make the heap read one type as another). The derive writes the
+/// `unsafe impl` and keeps its contract, so using it needs no `unsafe` from
+/// you, even under `#![forbid(unsafe_code)]`. Generic types cannot be
+/// classes (a class is one concrete type); derive `Trace` for a generic
+/// struct held inside objects instead.
+///
+/// # Attributes
+///
+/// | where | attribute | meaning |
+/// |---|---|---|
+/// | type | `#[object(name = "Weapon")]` | the class name (default: the type name) |
+/// | type | `#[object(lifecycle)]` | you implement `Lifecycle` yourself (destruction hooks: `begin_destroy`, `is_ready_for_finish_destroy`, `finish_destroy`) |
+/// | type | `#[object(trace_with = path)]` | also call `path(&self, visitor)` when tracing (Unreal's `AddReferencedObjects`), for handles the fields do not show, such as packed bits in a skipped field; the class then counts as interior-mutable (what `path` reads may change behind `&self`, so incremental marking re-scans the object whenever the program borrows it) |
+/// | type | `#[object(interior_mut = false)]` | with `trace_with`: what `path` reads never changes behind `&self` (no re-scan on borrow); `= true` declares the opposite for any class |
+/// | field | `#[object(skip)]` | never trace this field; its type need not implement `Trace` |
+///
+/// Examples: the `coreobject` crate docs (a first heap, `trace_with`) and
+/// `coreobject::Lifecycle` (destruction hooks).
 #[proc_macro_derive(Object, attributes(object))]
 pub fn derive_object(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -44,7 +56,19 @@ pub fn derive_object(input: TokenStream) -> TokenStream {
 }
 
 /// Writes `Trace` for a plain struct or enum that lives inside objects
-/// (Unreal's `USTRUCT`). See the crate docs.
+/// (Unreal's `USTRUCT`): it reports every field, as `#[derive(Object)]`
+/// does, so an `Obj<T>` inside it keeps its target alive. Generic types are
+/// allowed (each type parameter must then implement `Trace`).
+///
+/// # Attributes
+///
+/// | where | attribute | meaning |
+/// |---|---|---|
+/// | type | `#[object(trace_with = path)]` | also call `path(&self, visitor)` when tracing (Unreal's `AddReferencedObjects`); the type then counts as interior-mutable |
+/// | type | `#[object(interior_mut = false)]` | with `trace_with`: what `path` reads never changes behind `&self`; `= true` declares the opposite |
+/// | field | `#[object(skip)]` | never trace this field; its type need not implement `Trace` |
+///
+/// `name` and `lifecycle` are for object classes only (`#[derive(Object)]`).
 #[proc_macro_derive(Trace, attributes(object))]
 pub fn derive_trace(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

@@ -141,8 +141,8 @@ pub struct GcConfig {
     ///   else is freed (and outlives its outer if it is reachable, the
     ///   inner's [`Heap::outer_of`](crate::Heap::outer_of) then answering
     ///   `None`).
-    /// * `true` (seed 001's rule, whose mark loop marks every object whose
-    ///   outer is the one being traced): an **outer keeps its inners** alive
+    /// * `true` (as if marking ran `ForEachObjectWithOuter` on every object
+    ///   it traces, marking each inner): an **outer keeps its inners** alive
     ///   *as well*; inners still keep their outer. So an object reachable
     ///   from a root keeps its whole outer tree alive (its outers, their
     ///   inners, theirs, …) unless parts of it are marked as garbage.
@@ -193,7 +193,7 @@ pub struct GcConfig {
     /// collecting thread, as do destruction hooks and the names index).
     /// `false` by default: with glibc's allocator, `Drop`s that free
     /// buffers allocated on another thread contend for that thread's arena,
-    /// and on this project's 2-core machine the world's purge took 2x longer
+    /// and on a 2-core VM a purge of a million-object world took 2x longer
     /// on two threads than on one. Worth trying with a thread-caching
     /// allocator, or when `Drop` does real work.
     ///

@@ -1432,8 +1432,8 @@ impl Heap {
         self.gc.phase()
     }
 
-    /// Enables or disables the collector (Mundi's `SetEnabled`, Unreal's
-    /// `DisallowGC`). While disabled, `collect` is refused and `tick` starts
+    /// Enables or disables the collector (Unreal's `DisallowGC`, as a
+    /// switch). While disabled, `collect` is refused and `tick` starts
     /// no cycle (a cycle in flight goes on).
     pub fn set_enabled(&mut self, enabled: bool) {
         self.gc.set_enabled(enabled);

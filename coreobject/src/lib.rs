@@ -35,63 +35,202 @@
 //! assert_eq!(heap[hero].hp, 100);
 //! ```
 //!
-//! ## The rooms
+//! The chapters below show the rest of what a program uses: changing
+//! objects, names and outers, keeping objects alive from outside the heap,
+//! incremental collection, listeners, reporting references by hand, reports
+//! as JSON and the collector on a timeline. The crate's `examples/` directory
+//! has whole programs (`cargo run --release -p coreobject --example
+//! game_loop`). A [glossary](#glossary-unreal--coreobject) from Unreal's
+//! names to these ends the page.
 //!
-//! `ls src` is the architecture, one concept per module:
+//! ## Changing objects: clone the handle list, then mutate
 //!
-//! * **`heap.rs`**: [`Heap`], a facade with private fields. Creation,
-//!   resolution, roots, names, iteration, the pool, listeners and the
-//!   collector's controls are all methods here, and each is a few lines that
-//!   delegate to the rooms below. It holds no `unsafe` block.
-//! * **`array/`**: the object array (Unreal's `FUObjectArray`). `table.rs`
-//!   holds the 64K-item chunks that never move and the lock-free, one-atomic
-//!   index allocator that reuses freed slots LIFO; `item.rs` the 24-byte item
-//!   and every verb that writes it; `slab.rs` the objects' memory (64 KiB
-//!   pages per size class); `mod.rs` the slot protocol (fill, resolve,
-//!   free: bump, retire or park), the root list, the disregard-for-GC pool,
-//!   and **the one safe door** through which a handle becomes a `&T` or
-//!   `&mut T`, where the liveness proof is written once.
-//! * **`handle.rs`**, **`serial.rs`**: [`Obj<T>`], [`Weak<T>`] and [`AnyObj`]
-//!   are 8 bytes, a slot index and a serial (heap tag and generation).
-//!   Resolving checks the serial, so a handle to a freed object, or one from
-//!   another heap, resolves to `None` (or a precise [`ResolveError`]) and
-//!   never to another object.
-//! * **`class.rs`**, **`object.rs`**, **[`trace`]**: `#[derive(Object)]`
-//!   registers a type's name and fields and writes its [`Trace`]
-//!   implementation; every handle field is traced unless it is a [`Weak`] or
-//!   marked `#[object(skip)]`. An object is an 8-byte header (its class),
-//!   then the value, in a slot of its size class's pages (`array/slab.rs`,
-//!   Unreal's `GUObjectAllocator`); an object with an outer carries it in the
-//!   8 bytes before the header.
-//! * **`lifecycle.rs`**: [`Lifecycle`], Unreal's destruction hooks, and
-//!   [`DestroyCx`], what hooks may see (the array and the names, never the heap).
-//! * **[`gc`]**: the collector, a state machine with private fields that
-//!   borrows what it works on for the length of one slice (`Stage`: the
-//!   array, the names, the listeners, the referencers) and owns its phase and
-//!   work lists between slices. `mark.rs` is the prefetching, non-recursive
-//!   marker; `sweep.rs` the purge in Unreal's order; `stats.rs` what a cycle
-//!   and a tick report; `debug.rs` reference chains and memory reports;
-//!   `par.rs` parallel marking on a persistent worker pool.
-//! * **`inners.rs`**: the outer → inners index, kept at creation and free,
-//!   for [`Heap::for_each_with_outer`] and, with
-//!   [`GcConfig::outer_keeps_inners`], for the marker (see [`gc`]).
-//! * **`names.rs`**, **`listener.rs`**, **`strong.rs`**, **`referencer.rs`**,
-//!   **`config.rs`**, **`error.rs`**: the (outer, name) index, create and
-//!   delete listeners, [`StrongObj`], [`Referencer`], [`HeapConfig`] and
-//!   [`GcConfig`], and small error types ([`ResolveError`], [`PoolError`],
-//!   [`ConfigError`]) wrapped by [`Error`].
+//! `heap[h]` and [`Heap::get`] borrow the heap shared; [`Heap::get_mut`]
+//! (and `heap[h] = …`) borrows it exclusively. So a loop over one object's
+//! handles cannot change the objects they name while it still borrows the
+//! first:
 //!
-//! ## Layout
-//!
-//! ```text
-//! handle (8 bytes)   index: u32 | serial: u32 = [ heap tag: 10 bits | generation: 22 bits ]
-//! item (24 bytes)    object: *Header | flags: u32 | cluster_root: u32 | serial: u32 | refcount: u32
-//! object             [outer: AnyObj, if any] | header (8 bytes: class: &'static Class, tag bit 0 = has an outer) | value: T
-//! page (64 KiB)      head (64 bytes: free list, room-list links, live count, bump offset) | slots of one size
+//! ```compile_fail,E0502
+//! # use coreobject::{Heap, Obj, Object};
+//! # #[derive(Object, Default)] struct Squad { members: Vec<Obj<Soldier>> }
+//! # #[derive(Object, Default)] struct Soldier { hp: i32 }
+//! # let mut heap = Heap::new();
+//! # let squad = heap.create(Squad::default());
+//! for &m in &heap[squad].members {          // borrows `heap` shared...
+//!     heap.get_mut(m).unwrap().hp -= 10;    // ...error: also borrowed mutably
+//! }
 //! ```
 //!
-//! The sizes are asserted at compile time. Marks are not in the item: the
-//! collector keeps one bit per slot in a side bitmap.
+//! Handles are 8-byte `Copy` values: clone the (small) list of handles
+//! first, then mutate. A handle to an object freed meanwhile resolves to
+//! `None`, never to another object.
+//!
+//! ```
+//! use coreobject::{Heap, Obj, Object};
+//! #[derive(Object, Default)]
+//! struct Squad { members: Vec<Obj<Soldier>> }
+//! #[derive(Object, Default)]
+//! struct Soldier { hp: i32 }
+//!
+//! let mut heap = Heap::new();
+//! let squad = heap.create(Squad::default());
+//! for _ in 0..3 {
+//!     let s = heap.create(Soldier { hp: 100 });
+//!     heap[squad].members.push(s);
+//! }
+//! let members = heap[squad].members.clone();   // 8 bytes a handle
+//! for m in members {
+//!     if let Some(soldier) = heap.get_mut(m) {
+//!         soldier.hp -= 10;
+//!     }
+//! }
+//! assert!(heap[squad].members.iter().all(|&m| heap[m].hp == 90));
+//! ```
+//!
+//! `get_mut` is also the incremental collector's write barrier (see
+//! [Incremental collection](#incremental-collection-and-heaptick)), so it is
+//! the one way to change an object.
+//!
+//! ## Names, outers and `spawn`
+//!
+//! [`Heap::spawn`] creates an object with options: a name, an outer (the
+//! object it lives in, Unreal's `Outer`) and a root flag. Names are unique
+//! among the objects of one outer; [`Heap::find`], [`Heap::find_path`] and
+//! [`Heap::path_name`] use them. An object keeps its outer alive, as in
+//! Unreal 5 ([`GcConfig::outer_keeps_inners`] adds the reverse).
+//! `spawn`, like [`Heap::create`], takes `&Heap`, so any thread may create.
+//!
+//! ```
+//! use coreobject::{Heap, Object};
+//! #[derive(Object, Default)]
+//! struct World;
+//! #[derive(Object, Default)]
+//! struct Level { index: u32 }
+//!
+//! let mut heap = Heap::new();
+//! let world = heap.spawn(World).name("World").root().create().unwrap();
+//! let level = heap.spawn(Level { index: 1 }).outer(world).name("Level_1").create().unwrap();
+//! assert_eq!(heap.find_path("World.Level_1"), Some(level.any()));
+//! assert_eq!(heap.path_name(level).as_deref(), Some("World.Level_1"));
+//! // Taken under this outer: refused, with an error that says so.
+//! assert!(heap.spawn(Level::default()).outer(world).name("Level_1").create().is_err());
+//! // Nothing holds the level, so it is freed, and its name with it.
+//! heap.collect().unwrap();
+//! assert_eq!(heap.find_path("World.Level_1"), None);
+//! ```
+//!
+//! ## Keeping an object alive from outside: `StrongObj`
+//!
+//! Handles on the stack are not roots. To keep an object alive from code
+//! outside the heap (a system, a UI widget, another thread), root it
+//! ([`Heap::add_to_root`], until [`Heap::remove_from_root`]) or hold a
+//! [`StrongObj`] (Unreal's `TStrongObjectPtr`), which roots it while any
+//! clone of it lives and can be sent to another thread:
+//!
+//! ```
+//! use coreobject::{Heap, Object};
+//! #[derive(Object, Default)]
+//! struct Texture;
+//!
+//! let mut heap = Heap::new();
+//! let tex = heap.create(Texture);
+//! let strong = heap.strong(tex).unwrap();      // roots it while it lives
+//! heap.collect().unwrap();
+//! assert!(heap.contains(tex));
+//! assert_eq!(strong.obj(), tex);
+//! drop(strong);
+//! heap.collect().unwrap();
+//! assert!(!heap.contains(tex));
+//! ```
+//!
+//! ## Incremental collection and `Heap::tick`
+//!
+//! [`Heap::collect`] collects at once. A game calls [`Heap::tick`] once a
+//! frame instead: the [`GcConfig`] triggers (time between collections,
+//! object count, bytes, heap growth) decide when a cycle starts, and with
+//! [`GcConfig::incremental`] set, each tick runs one slice of the cycle of
+//! about that budget (see [`GcConfig::incremental_stretch`] for how far a
+//! slice may run past it) and returns; the program runs between slices.
+//! The returned [`Tick`] says what the slice did (`started`, `completed`
+//! with the cycle's [`CollectStats`], `phase`, `work`, `freed`, `time`).
+//! Objects created during a cycle survive it, and [`Heap::get_mut`] tells
+//! the collector what changed, so nothing reachable is freed. [`Heap::step`]
+//! runs a slice bounded by work instead of time.
+//!
+//! ```
+//! use coreobject::{GcConfig, Heap, HeapConfig, Obj, Object};
+//! use std::time::Duration;
+//! #[derive(Object, Default)]
+//! struct World { actors: Vec<Obj<Actor>> }
+//! #[derive(Object, Default)]
+//! struct Actor { hp: i32 }
+//!
+//! let gc = GcConfig {
+//!     incremental: Some(Duration::from_millis(2)), // a slice of about 2 ms per tick
+//!     growth: Some(2.0),                           // a cycle when the heap doubles
+//!     growth_floor: 1_000,
+//!     ..GcConfig::MANUAL
+//! };
+//! let mut heap = Heap::with_config(HeapConfig { gc, ..HeapConfig::DEFAULT }).unwrap();
+//! let world = heap.spawn(World::default()).root().create().unwrap();
+//! let mut freed = 0;
+//! for _frame in 0..100 {
+//!     // Game logic: 100 new actors a frame; the world keeps the last 500.
+//!     for _ in 0..100 {
+//!         let a = heap.create(Actor { hp: 100 });
+//!         heap[world].actors.push(a);
+//!     }
+//!     let actors = &mut heap[world].actors;
+//!     if actors.len() > 500 {
+//!         actors.drain(..100);
+//!     }
+//!     // The collector's share of the frame.
+//!     let tick = heap.tick(Duration::from_millis(16));
+//!     if let Some(stats) = tick.completed {
+//!         freed += stats.freed;
+//!     }
+//! }
+//! assert!(freed > 0);
+//! assert!(heap[world].actors.iter().all(|&a| heap.contains(a)));
+//! ```
+//!
+//! How marking stays correct while the program runs, and how slices are
+//! paced, is told in [`gc`].
+//!
+//! ## Listening to creation and deletion
+//!
+//! Create and delete listeners (Unreal's `FUObjectCreateListener` and
+//! `FUObjectDeleteListener`) see every object come and go, with its handle
+//! and class: [`Heap::on_create`] and [`Heap::on_delete`] take closures,
+//! [`Heap::add_create_listener`] and [`Heap::add_delete_listener`] a
+//! [`CreateListener`] or [`DeleteListener`]. They get no reference to the
+//! heap, so they cannot re-enter it. A create listener runs on the creating
+//! thread (creation takes `&Heap`, so listeners are `Send + Sync`); a
+//! delete listener runs during the purge, after `finish_destroy` and before
+//! the slot is freed.
+//!
+//! ```
+//! use coreobject::{Heap, Object, ObjectEvent};
+//! use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+//! use std::sync::Arc;
+//! #[derive(Object, Default)]
+//! struct Coin;
+//!
+//! let mut heap = Heap::new();
+//! let (made, gone) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+//! let m = made.clone();
+//! heap.on_create(move |e: &ObjectEvent| {
+//!     assert_eq!(e.class.name(), "Coin");
+//!     m.fetch_add(1, SeqCst);
+//! });
+//! let g = gone.clone();
+//! let id = heap.on_delete(move |_: &ObjectEvent| { g.fetch_add(1, SeqCst); });
+//! heap.create(Coin);
+//! heap.create(Coin);
+//! heap.collect().unwrap();                     // nothing holds the coins
+//! assert_eq!((made.load(SeqCst), gone.load(SeqCst)), (2, 2));
+//! assert!(heap.remove_listener(id));
+//! ```
 //!
 //! ## Two ways to report references by hand
 //!
@@ -144,6 +283,42 @@
 //! assert!(heap.contains(soldier));
 //! ```
 //!
+//! ## Reports as JSON: the `serde` feature
+//!
+//! With the `serde` feature (`coreobject = { version = "0.1", features =
+//! ["serde"] }`), the collector's reports implement `serde::Serialize`:
+//! [`CollectStats`], [`GcTotals`], [`Tick`], [`MemoryReport`], [`RefChain`]
+//! and [`TableStats`], for logs, dashboards or a JSON file per run. Objects
+//! themselves are not serialized (handles are only meaningful inside their
+//! heap).
+//!
+#![cfg_attr(feature = "serde", doc = "```")]
+#![cfg_attr(not(feature = "serde"), doc = "```ignore")]
+//! // Needs the `serde` feature; `cargo test -p coreobject --features serde --doc` runs it.
+//! use coreobject::{Heap, Object};
+//! #[derive(Object, Default)]
+//! struct Coin;
+//!
+//! let mut heap = Heap::new();
+//! heap.create(Coin);
+//! let stats = heap.collect().unwrap();
+//! let json = serde_json::to_value(&stats).unwrap();
+//! assert_eq!(json["freed"], 1);
+//! let totals = serde_json::to_string(heap.gc_totals()).unwrap();
+//! assert!(totals.contains("\"collections\":1"));
+//! ```
+//!
+//! ## The collector on a timeline: `tracing`
+//!
+//! The collector emits [`tracing`](https://docs.rs/tracing) spans: one per
+//! slice (`gc.slice`, with its phase, work done and objects freed) and one
+//! per phase inside it (`gc.mark`, `gc.sweep`, `gc.destroy`, `gc.free`). With
+//! a subscriber such as `tracing-chrome` or `tracing-tracy` installed, the
+//! collector shows up on a timeline beside the program's own spans; without
+//! one they cost next to nothing. The spans and their fields are listed in
+//! [`gc`](gc#tracing); `examples/gc_timeline.rs` writes a Chrome trace
+//! (`cargo run --release -p coreobject --example gc_timeline`).
+//!
 //! ## The safety story
 //!
 //! Safe code never holds a raw pointer to an object: it holds handles, and
@@ -171,14 +346,73 @@
 //! walks, `lifecycle.rs`, and one prefetch hint in [`trace`]; each block
 //! names its invariant.
 //!
+//! ## Inside the crate
+//!
+//! For contributors and the curious: `ls src` is the architecture, one
+//! concept per module.
+//!
+//! * **`heap.rs`**: [`Heap`], a facade with private fields. Creation,
+//!   resolution, roots, names, iteration, the pool, listeners and the
+//!   collector's controls are all methods here, and each is a few lines that
+//!   delegate to the rooms below. It holds no `unsafe` block.
+//! * **`array/`**: the object array (Unreal's `FUObjectArray`). `table.rs`
+//!   holds the 64K-item chunks that never move and the lock-free, one-atomic
+//!   index allocator that reuses freed slots LIFO; `item.rs` the 24-byte item
+//!   and every verb that writes it; `slab.rs` the objects' memory (64 KiB
+//!   pages per size class); `mod.rs` the slot protocol (fill, resolve,
+//!   free: bump, retire or park), the root list, the disregard-for-GC pool,
+//!   and **the one safe door** through which a handle becomes a `&T` or
+//!   `&mut T`, where the liveness proof is written once.
+//! * **`handle.rs`**, **`serial.rs`**: [`Obj<T>`], [`Weak<T>`] and [`AnyObj`]
+//!   are 8 bytes, a slot index and a serial (heap tag and generation).
+//!   Resolving checks the serial, so a handle to a freed object, or one from
+//!   another heap, resolves to `None` (or a precise [`ResolveError`]) and
+//!   never to another object.
+//! * **`class.rs`**, **`object.rs`**, **[`trace`]**: `#[derive(Object)]`
+//!   registers a type's name and fields and writes its [`Trace`]
+//!   implementation; every handle field is traced unless it is a [`Weak`] or
+//!   marked `#[object(skip)]`. An object is an 8-byte header (its class),
+//!   then the value, in a slot of its size class's pages (`array/slab.rs`,
+//!   Unreal's `GUObjectAllocator`); an object with an outer carries it in the
+//!   8 bytes before the header.
+//! * **`lifecycle.rs`**: [`Lifecycle`], Unreal's destruction hooks, and
+//!   [`DestroyCx`], what hooks may see (the array and the names, never the heap).
+//! * **[`gc`]**: the collector, a state machine with private fields that
+//!   borrows what it works on for the length of one slice (`Stage`: the
+//!   array, the names, the listeners, the referencers) and owns its phase and
+//!   work lists between slices. `mark.rs` is the prefetching, non-recursive
+//!   marker; `sweep.rs` the purge in Unreal's order; `stats.rs` what a cycle
+//!   and a tick report; `debug.rs` reference chains and memory reports;
+//!   `par.rs` parallel marking on a persistent worker pool.
+//! * **`inners.rs`**: the outer → inners index, kept at creation and free,
+//!   for [`Heap::for_each_with_outer`] and, with
+//!   [`GcConfig::outer_keeps_inners`], for the marker (see [`gc`]).
+//! * **`names.rs`**, **`listener.rs`**, **`strong.rs`**, **`referencer.rs`**,
+//!   **`config.rs`**, **`error.rs`**: the (outer, name) index, create and
+//!   delete listeners, [`StrongObj`], [`Referencer`], [`HeapConfig`] and
+//!   [`GcConfig`], and small error types ([`ResolveError`], [`PoolError`],
+//!   [`ConfigError`]) wrapped by [`Error`].
+//!
+//! ### Memory layout
+//!
+//! ```text
+//! handle (8 bytes)   index: u32 | serial: u32 = [ heap tag: 10 bits | generation: 22 bits ]
+//! item (24 bytes)    object: *Header | flags: u32 | cluster_root: u32 | serial: u32 | refcount: u32
+//! object             [outer: AnyObj, if any] | header (8 bytes: class: &'static Class, tag bit 0 = has an outer) | value: T
+//! page (64 KiB)      head (64 bytes: free list, room-list links, live count, bump offset) | slots of one size
+//! ```
+//!
+//! The sizes are asserted at compile time. Marks are not in the item: the
+//! collector keeps one bit per slot in a side bitmap.
+//!
 //! ## Glossary: Unreal → coreobject
 //!
 //! | Unreal | coreobject |
 //! |---|---|
 //! | `FUObjectArray`, `GUObjectArray` | [`Heap`] (one per instance; no global) |
 //! | `FChunkedFixedUObjectArray` | the array's chunks ([`CHUNK_SIZE`]) |
-//! | `FUObjectItem` | the 24-byte item (see [Layout](#layout)) |
-//! | `GUObjectAllocator`, Mundi's object pooling | the array's pages per size class ([`MemoryReport::page_bytes`]) |
+//! | `FUObjectItem` | the 24-byte item (see [Memory layout](#memory-layout)) |
+//! | `GUObjectAllocator`, object pooling | the array's pages per size class ([`MemoryReport::page_bytes`]) |
 //! | `gc.MultithreadedGC`, parallel reachability | [`GcConfig::threads`] |
 //! | `UObject*`, `TObjectPtr<T>` | [`AnyObj`], [`Obj<T>`] |
 //! | `Cast<T>` | [`Heap::downcast`], [`ObjectRef::typed`]; unchecked: `unsafe` [`AnyObj::assume`] |
@@ -198,12 +432,12 @@
 //! | `AllocateUObjectIndex` with a `SerialNumber` (undo, replication) | [`Heap::create_at_with_serial`] |
 //! | `IsIncrementalPurgePending`, `IsGarbageCollecting` | [`Heap::gc_phase`] |
 //! | `gc.TimeBetweenPurgingPendingKillObjects` | [`GcConfig::interval`] with [`Heap::tick`] |
-//! | `DisallowGC` / Mundi's `SetEnabled` | [`Heap::set_enabled`] |
+//! | `DisallowGC` (as an on/off switch) | [`Heap::set_enabled`] |
 //! | `OpenDisregardForGC`, `CloseDisregardForGC` | [`Heap::open_disregard_for_gc`], [`Heap::close_disregard_for_gc`] |
 //! | `FUObjectCreateListener`, `FUObjectDeleteListener` | [`CreateListener`], [`DeleteListener`] |
 //! | `TObjectIterator<T>` | [`Heap::iter_of`] |
 //! | `ForEachObjectWithOuter` | [`Heap::for_each_with_outer`] |
-//! | `UObject::Outer` (an inner keeps its outer) | [`Spawn::outer`]; seed 001's reverse rule: [`GcConfig::outer_keeps_inners`] |
+//! | `UObject::Outer` (an inner keeps its outer) | [`Spawn::outer`]; the reverse (an outer keeps its inners): [`GcConfig::outer_keeps_inners`] |
 //! | `FindObject`, `StaticFindObject` | [`Heap::find`], [`Heap::find_path`] |
 //! | `GetPathName` | [`Heap::path_name`] |
 //! | `obj refs` | [`Heap::reference_chains`] |

@@ -1,4 +1,4 @@
-//! Object memory (Unreal's `GUObjectAllocator`, Mundi's "object pooling"):
+//! Object memory (Unreal's `GUObjectAllocator`; object pooling):
 //! objects live in 64 KiB pages carved into equal slots, one set of pages
 //! per **size class**, instead of one global-allocator block each.
 //!

@@ -1,7 +1,7 @@
 //! The garbage collector: mark and sweep over the object array, stop-the-world
 //! or incremental under a per-tick time budget.
 //!
-//! A cycle runs in two phases, each a `tracing` span:
+//! A cycle runs in two phases (each traced, see [Tracing](#tracing)):
 //!
 //! 1. **mark** — from the roots: objects in the root set
 //!    ([`Heap::add_to_root`](crate::Heap::add_to_root)), objects with
@@ -36,8 +36,8 @@
 //!
 //! An object created with an outer ([`Spawn::outer`](crate::Spawn::outer))
 //! keeps that outer alive, as in Unreal 5: the outer is an implicit field.
-//! With [`GcConfig::outer_keeps_inners`] (seed 001's rule, its
-//! `ForEachObjectWithOuter` in the mark loop), an outer *also* keeps its
+//! With [`GcConfig::outer_keeps_inners`] (as if marking ran
+//! `ForEachObjectWithOuter` on every object it traces), an outer *also* keeps its
 //! inners alive: scanning an object visits the inners filed under it in the
 //! outer → inners index, which creation and the purge keep up to date (so
 //! marking never searches the table). Both directions then hold, so an
@@ -105,6 +105,29 @@
 //!   carries the rest. If creation still exceeds the debt limit, the next
 //!   tick finishes the cycle at once (as Unreal does when a new collection is
 //!   due while one is pending); [`CollectStats::forced`] says so.
+//!
+//! # Tracing
+//!
+//! The collector reports its work as [`tracing`](https://docs.rs/tracing)
+//! spans (level `INFO`, targets `coreobject::gc` and `coreobject::gc::sweep`), so that a subscriber such
+//! as `tracing-chrome` or `tracing-tracy` shows it on a timeline:
+//!
+//! | span | when | fields |
+//! |---|---|---|
+//! | `gc.collect` | [`Heap::collect`](crate::Heap::collect) | `heap`, `trigger` |
+//! | `gc.slice` | each slice of a cycle (a stop-the-world collection is one) | `heap`; `phase` (`"mark"` or `"purge"`, where the slice began); recorded when it ends: `work` (objects marked, flagged unreachable or freed), `freed`, `completed` (it ended the cycle), `forced` |
+//! | `gc.mark` | the slice's marking, inside `gc.slice` | |
+//! | `gc.sweep` | flagging unreachable objects and `begin_destroy` | `from` (the slot it resumed at) |
+//! | `gc.destroy` | polling `is_ready_for_finish_destroy` (`step = "poll"`), then `finish_destroy` (`step = "finish"`) | `step`, `from` |
+//! | `gc.free` | delete listeners, freeing, dropping | `from` |
+//! | `gc.finish_pending` | a tick outside a cycle that finishes and frees objects whose `finish_destroy` was deferred | `pending` |
+//!
+//! There is a span per slice and per phase, never per object: with no
+//! subscriber, or one that ignores them, a span costs a check of its
+//! call site's cached interest. The crate's `examples/gc_timeline.rs`
+//! writes a Chrome trace of a game loop with `tracing-chrome`. Two
+//! `DEBUG` events, `cycle started` and `cycle done`, carry a cycle's
+//! trigger and totals.
 //!
 //! Handles on the stack are not roots, in either mode: an object reachable
 //! only from a local handle when marking ends is freed by that cycle, even if
@@ -432,6 +455,7 @@ impl Collector {
 
     /// Runs a whole collection now: finishes a cycle in flight first.
     pub(crate) fn collect(&mut self, mut stage: Stage<'_>, trigger: Trigger) -> CollectStats {
+        let _span = tracing::info_span!("gc.collect", heap = stage.array.tag(), ?trigger).entered();
         if self.cycle.is_some() {
             self.run(&mut stage, Budget::unlimited());
         }
@@ -587,8 +611,9 @@ impl Collector {
     /// the budget is spent.
     fn run(&mut self, stage: &mut Stage<'_>, budget: Budget) -> Option<CollectStats> {
         let t0 = Instant::now();
-        let _span = tracing::info_span!("gc.slice", heap = stage.array.tag()).entered();
         let mut cycle = self.cycle.take().expect("a cycle in flight");
+        let span = slice_span(stage.array.tag(), cycle.step.phase());
+        let (work0, freed0) = (work_done(&cycle.stats), cycle.stats.freed);
         let mut budget = if cycle.forced {
             Budget::unlimited()
         } else {
@@ -603,6 +628,7 @@ impl Collector {
         let mut done = false;
         if matches!(cycle.step, Step::Pool(_) | Step::Mark) {
             let ts = Instant::now();
+            let _mark = tracing::info_span!("gc.mark").entered();
             let marked = catch_unwind(AssertUnwindSafe(|| {
                 self.mark_slice(stage, &mut cycle, &mut budget)
             }));
@@ -624,6 +650,7 @@ impl Collector {
         cycle.stats.slices += 1;
         cycle.stats.max_slice = cycle.stats.max_slice.max(slice);
         cycle.stats.total += slice;
+        record_slice(&span, &cycle, work0, freed0, done);
         let out = if done {
             Some(self.complete(stage, cycle, &mut caught))
         } else {
@@ -947,6 +974,42 @@ impl Collector {
         }
         stats
     }
+}
+
+/// The span of one slice (`gc.slice`), entered; `work`, `freed`, `completed`
+/// and `forced` are recorded by [`record_slice`] when the slice ends.
+fn slice_span(heap: u32, phase: Phase) -> tracing::span::EnteredSpan {
+    let phase = match phase {
+        Phase::Mark => "mark",
+        _ => "purge",
+    };
+    let empty = tracing::field::Empty;
+    tracing::info_span!(
+        "gc.slice",
+        heap,
+        phase,
+        work = empty,
+        freed = empty,
+        completed = empty,
+        forced = empty
+    )
+    .entered()
+}
+
+/// Objects processed so far in a cycle: marked, flagged unreachable, freed.
+fn work_done(s: &CollectStats) -> usize {
+    s.marked + s.unreachable + s.freed
+}
+
+/// Records on a slice's span what it did (see [`slice_span`]).
+fn record_slice(span: &tracing::Span, cycle: &Cycle, work0: usize, freed0: usize, done: bool) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("work", work_done(&cycle.stats).saturating_sub(work0));
+    span.record("freed", cycle.stats.freed.saturating_sub(freed0));
+    span.record("completed", done);
+    span.record("forced", cycle.forced);
 }
 
 /// Counts the handles a referencer reports, for stats.

@@ -84,7 +84,7 @@
 //! long-lived job per worker.
 
 //!
-//! **What limits it.** With `fetch_or` claims (world 1M on this 2-core KVM
+//! **What limits it.** With `fetch_or` claims (world 1M on a 2-core KVM
 //! guest), 37-50% of a worker's samples sat on the `lock bts` and the
 //! instruction after it: a locked read-modify-write waits for the loads and
 //! stores before it, so it drained the prefetch pipeline at every claim.

@@ -118,7 +118,7 @@ impl Tick {
     }
 }
 
-/// Running totals (the Mundi collector's last/total counts).
+/// Running totals over every cycle the heap has completed, and the last one's count.
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GcTotals {

@@ -137,6 +137,7 @@ impl Collector {
         loop {
             match cycle.step {
                 Step::Sweep(start) => {
+                    let _span = tracing::info_span!("gc.sweep", from = start).entered();
                     let array = &*stage.array;
                     let names = &*stage.names;
                     let epoch = self.epoch;
@@ -188,6 +189,8 @@ impl Collector {
                     cycle.step = Step::Poll(0);
                 }
                 Step::Poll(mut k) => {
+                    let _span =
+                        tracing::info_span!("gc.destroy", step = "poll", from = k).entered();
                     let tf = Instant::now();
                     let timeout = self.config.finish_destroy_timeout;
                     while k < self.pending.len() {
@@ -210,6 +213,8 @@ impl Collector {
                     cycle.step = Step::Finish(0);
                 }
                 Step::Finish(mut k) => {
+                    let _span =
+                        tracing::info_span!("gc.destroy", step = "finish", from = k).entered();
                     let tf = Instant::now();
                     while k < cycle.ready.len() {
                         finish(stage, cycle.ready[k], caught);
@@ -225,6 +230,7 @@ impl Collector {
                     cycle.step = Step::Free(from);
                 }
                 Step::Free(start) => {
+                    let _span = tracing::info_span!("gc.free", from = start).entered();
                     let tf = Instant::now();
                     // With `parallel_drop`, a stop-the-world purge with enough
                     // to free and no delete listener (they run in order, on
@@ -317,6 +323,8 @@ impl Collector {
 
     /// Outside a cycle: finishes and frees every pending object that is ready.
     pub(super) fn finish_pending(&mut self, stage: &mut Stage<'_>, caught: &mut Caught) -> Freed {
+        let _span =
+            tracing::info_span!("gc.finish_pending", pending = self.pending.len()).entered();
         let timeout = self.config.finish_destroy_timeout;
         let mut ready = Vec::new();
         let mut pending = std::mem::take(&mut self.pending);

@@ -1,8 +1,9 @@
 //! Start overhead of parallel marking: a 4-ary tree of N objects (60,000
 //! by default) collected R times (200) with 1 and 2 marking threads, with
 //! `parallel_threshold` 0; prints p10/p50/p90 of the collection and of its
-//! mark phase. `cargo run --release --example par_start -- 1000 2000`: the
-//! difference between the rows is what waking the pool costs.
+//! mark phase. `cargo run --release -p coreobject-bench --bin par_start --
+//! 1000 2000`: the difference between the rows is what waking the pool
+//! costs.
 use std::time::Instant;
 
 use coreobject::{GcConfig, Heap, HeapConfig, Obj, Object};
