@@ -14,10 +14,24 @@
 //! without a number. Every name string has exactly one (base, number) form
 //! and back, so comparing names compares integers.
 //!
-//! The index maps `(outer bits, base id, number)` to the object, and each
-//! named slot to its key; both are flat integer maps, so naming an object
-//! and freeing it allocate nothing (past the maps' amortized growth) and
-//! touch no string once the base is interned.
+//! The index is one flat map from `(outer bits, base id, number)` to the
+//! object, and each slot's (serial, base, number) sits in pages indexed by
+//! slot ([`Slots`]); naming an object and freeing it allocate nothing past
+//! amortized growth and touch no string once the base is interned.
+//!
+//! # Freeing is lazy
+//!
+//! The collector frees objects in slot order, so clearing a slot's record is
+//! a sequential write; removing its key from the index would be a random
+//! access into a map as large as the named population (two cache misses,
+//! hundreds of ns at a million names). So a free clears only the record and
+//! leaves the index entry behind, **stale**: an entry is live exactly when
+//! its object's slot record holds that object's serial, and every reader
+//! checks that. A stale entry is overwritten when its key is named again,
+//! and all stale entries are dropped in one pass, in the map's own order,
+//! when the index is full and at least half of it is stale: where the map
+//! would otherwise grow, like the amortized rehash it replaces. So the index
+//! holds at most about twice the live named objects.
 //!
 //! # The table is bounded by what is in use
 //!
@@ -370,6 +384,67 @@ impl Table {
     }
 }
 
+/// One slot's name: the serial of the named object in it (0: none), and its
+/// base id and stored number.
+#[derive(Clone, Copy, Default)]
+struct Rec {
+    serial: u32,
+    base: u32,
+    number: u32,
+}
+
+/// Slots per page of [`Slots`].
+const PAGE: usize = 1024;
+
+/// Per-slot name records, in pages of [`PAGE`] slots allocated when the
+/// first named object lands in them and kept for the heap's life: at most
+/// 12 bytes per slot below the highest named one, nothing for a heap
+/// without names.
+#[derive(Default)]
+struct Slots {
+    pages: Vec<Option<Box<[Rec]>>>,
+}
+
+impl Slots {
+    #[inline]
+    fn get(&self, index: u32) -> Option<&Rec> {
+        let i = index as usize;
+        self.pages.get(i / PAGE)?.as_ref().map(|p| &p[i % PAGE])
+    }
+
+    #[inline]
+    fn get_mut(&mut self, index: u32) -> Option<&mut Rec> {
+        let i = index as usize;
+        self.pages
+            .get_mut(i / PAGE)?
+            .as_mut()
+            .map(|p| &mut p[i % PAGE])
+    }
+
+    fn get_or_add(&mut self, index: u32) -> &mut Rec {
+        let i = index as usize;
+        if self.pages.len() <= i / PAGE {
+            self.pages.resize_with(i / PAGE + 1, || None);
+        }
+        let page = self.pages[i / PAGE]
+            .get_or_insert_with(|| vec![Rec::default(); PAGE].into_boxed_slice());
+        &mut page[i % PAGE]
+    }
+
+    /// Whether `obj` is alive and named: its slot's record holds its serial.
+    #[inline]
+    fn holds(&self, obj: AnyObj) -> bool {
+        self.get(obj.index())
+            .is_some_and(|r| r.serial == obj.serial())
+    }
+
+    /// The live record of slot `index`.
+    #[inline]
+    fn named(&self, index: u32) -> Option<&Rec> {
+        self.get(index).filter(|r| r.serial != 0)
+    }
+}
+
 /// An index key: outer bits (0 for none), then base id and stored number
 /// packed as `base << 32 | number`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -396,10 +471,13 @@ impl Key {
 #[derive(Default)]
 pub(crate) struct Names {
     table: Table,
-    /// (outer, base, number) → object.
+    /// (outer, base, number) → object; entries whose object was freed stay
+    /// (stale) until overwritten or compacted away.
     index: FxMap<Key, AnyObj>,
-    /// Slot index → its key in `index`.
-    by_slot: FxMap<u32, Key>,
+    /// Per slot: the named object's serial, base and number.
+    slots: Slots,
+    /// Stale entries in `index`.
+    stale: usize,
 }
 
 /// The prefix of class default objects' names (Unreal's `Default__`),
@@ -443,15 +521,20 @@ impl Names {
     pub(crate) fn find(&self, outer: Option<AnyObj>, name: &str) -> Option<AnyObj> {
         let (base, number) = split(name);
         let id = self.table.get(base)?;
-        self.index.get(&Key::new(outer, id, number)).copied()
+        self.live(&Key::new(outer, id, number))
+    }
+
+    /// The live object under `key`.
+    #[inline]
+    fn live(&self, key: &Key) -> Option<AnyObj> {
+        let o = *self.index.get(key)?;
+        self.slots.holds(o).then_some(o)
     }
 
     /// Finds by [`Name`]; a name this table does not hold finds nothing.
     pub(crate) fn find_name(&self, outer: Option<AnyObj>, name: Name) -> Option<AnyObj> {
         self.table.entry(name)?;
-        self.index
-            .get(&Key::new(outer, name.base, name.number))
-            .copied()
+        self.live(&Key::new(outer, name.base, name.number))
     }
 
     /// Interns `text` for the user (kept for the heap's life).
@@ -491,7 +574,7 @@ impl Names {
             }
         };
         self.table.entries[key.base() as usize].uses += 1;
-        if self.index.contains_key(&key) {
+        if self.live(&key).is_some() {
             let name = self.table.display(key.base(), key.number()).to_string();
             self.table.release(key.base());
             return Err(Error::NameTaken { name });
@@ -515,20 +598,38 @@ impl Names {
 
     /// Names `obj` with a claimed key.
     pub(crate) fn insert(&mut self, obj: AnyObj, key: Key) {
-        self.index.insert(key, obj);
-        self.by_slot.insert(obj.index(), key);
+        let len = self.index.len();
+        if len == self.index.capacity() && self.stale >= len / 2 && self.stale > 0 {
+            self.compact();
+        }
+        if self.index.insert(key, obj).is_some() {
+            // `claim` refused a live holder, so this one was stale.
+            self.stale -= 1;
+        }
+        *self.slots.get_or_add(obj.index()) = Rec {
+            serial: obj.serial(),
+            base: key.base(),
+            number: key.number(),
+        };
+    }
+
+    /// Drops every stale entry of the index, in the map's own order.
+    fn compact(&mut self) {
+        let slots = &self.slots;
+        self.index.retain(|_, o| slots.holds(*o));
+        self.stale = 0;
     }
 
     /// The name of the object in slot `index`, as one string.
     pub(crate) fn name_of(&self, index: u32) -> Option<Arc<str>> {
-        let key = self.by_slot.get(&index)?;
-        Some(self.table.display(key.base(), key.number()).into_owned())
+        let r = self.slots.named(index)?;
+        Some(self.table.display(r.base, r.number).into_owned())
     }
 
     /// The name of the object in slot `index`.
     pub(crate) fn name(&self, index: u32) -> Option<Name> {
-        let key = self.by_slot.get(&index)?;
-        Some(self.table.name(key.base(), key.number()))
+        let r = self.slots.named(index)?;
+        Some(self.table.name(r.base, r.number))
     }
 
     /// A [`Name`]'s string, if this table holds it.
@@ -537,13 +638,20 @@ impl Names {
         Some(self.table.display(name.base, name.number).to_string())
     }
 
-    /// Forgets the name of a freed slot.
+    /// Forgets the name of a freed slot. Its index entry goes stale (see
+    /// the [module docs](self)).
+    #[inline]
     pub(crate) fn remove(&mut self, index: u32) {
-        let Some(key) = self.by_slot.remove(&index) else {
+        let Some(r) = self.slots.get_mut(index) else {
             return;
         };
-        self.index.remove(&key);
-        self.table.release(key.base());
+        if r.serial == 0 {
+            return;
+        }
+        r.serial = 0;
+        let base = r.base;
+        self.stale += 1;
+        self.table.release(base);
     }
 
     /// Strings in the table (live entries).
@@ -620,7 +728,9 @@ mod tests {
         assert_eq!(n.find(Some(world), "Hero"), None);
         assert_eq!(n.find(None, "Hero"), Some(b));
         n.remove(2);
-        assert!(n.by_slot.is_empty() && n.index.is_empty());
+        assert_eq!(n.index.len(), n.stale, "every entry is stale");
+        n.compact();
+        assert!(n.index.is_empty());
         assert_eq!(n.strings(), 0, "the last use forgets the string");
         n.remove(2); // removing twice is harmless
     }
@@ -672,6 +782,45 @@ mod tests {
         }
         assert_eq!(n.table.entries.len(), 2);
         assert_eq!(n.strings(), 1);
+        // And the index does not keep the stale entries of the churn.
+        assert!(n.index.capacity() <= 16, "{}", n.index.capacity());
+    }
+
+    #[test]
+    fn stale_entries_are_overwritten_or_compacted() {
+        let mut n = Names::default();
+        name(&mut n, obj(1), None, "A_1");
+        n.remove(1);
+        assert_eq!((n.index.len(), n.stale), (1, 1));
+        assert_eq!(n.find(None, "A_1"), None, "a stale entry finds nothing");
+        assert_eq!(n.name_of(1), None);
+        // The same slot, a new object (next serial), the same name.
+        let again = AnyObj::new(1, NonZeroU32::new((1 << 22) + 1).unwrap());
+        name(&mut n, again, None, "A_1");
+        assert_eq!((n.index.len(), n.stale), (1, 0), "overwritten");
+        assert_eq!(n.find(None, "A_1"), Some(again));
+        // Many live names, then all freed, then as many new ones: the index
+        // stays within twice the most it held live.
+        for i in 0..100 {
+            name(&mut n, obj(10 + i), None, &format!("B_{i}"));
+        }
+        let most = n.index.capacity();
+        for round in 1..10 {
+            for i in 0..100 {
+                n.remove(10 + i);
+            }
+            for i in 0..100 {
+                let o = AnyObj::new(10 + i, NonZeroU32::new((1 << 22) + round).unwrap());
+                name(&mut n, o, None, &format!("B_{}", round * 100 + i));
+            }
+            assert!(n.index.capacity() <= 2 * most + 1, "round {round}");
+            assert_eq!(
+                n.find(None, &format!("B_{}", round * 100 + 5))
+                    .map(|o| o.index()),
+                Some(15)
+            );
+            assert_eq!(n.find(None, &format!("B_{}", round * 100 - 95)), None);
+        }
     }
 
     #[test]
