@@ -932,6 +932,24 @@ impl Heap {
         self.names.write().intern(name)
     }
 
+    /// How many base strings this heap's name table holds: those interned
+    /// with [`intern`](Self::intern), and those of objects' names (freed with
+    /// the last object that uses them). `Actor_1` and `Actor_2` share one.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Actor;
+    /// let mut heap = Heap::new();
+    /// heap.spawn(Actor).name("Actor_1").create().unwrap();
+    /// heap.spawn(Actor).name("Actor_2").create().unwrap();
+    /// assert_eq!(heap.name_table_len(), 1);
+    /// heap.collect().unwrap(); // nothing roots them
+    /// assert_eq!(heap.name_table_len(), 0);
+    /// ```
+    pub fn name_table_len(&self) -> usize {
+        self.names.read().strings()
+    }
+
     /// A [`Name`]'s string, e.g. `Actor_12`; `None` if this heap does not
     /// hold it (see [`Error::StaleName`]).
     ///

@@ -655,8 +655,7 @@ impl Names {
     }
 
     /// Strings in the table (live entries).
-    #[cfg(test)]
-    fn strings(&self) -> usize {
+    pub(crate) fn strings(&self) -> usize {
         self.table.by_text.len()
     }
 }
