@@ -269,7 +269,7 @@ fn run(ops: &[Op]) {
     }
     heap.collect().unwrap();
     assert!(heap.is_empty());
-    for ((outer, name), _) in &m.names {
+    for (outer, name) in m.names.keys() {
         assert_eq!(heap.find(*outer, name), None);
     }
 }
