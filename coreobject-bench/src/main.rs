@@ -5,7 +5,7 @@
 //! prefetching, no per-object allocation) — all in one run.
 //!
 //! ```text
-//! coreobject-bench <world|incremental|weak|binary-trees|micro|all> [flags] [--quick]
+//! coreobject-bench <world|incremental|weak|binary-trees|micro|names|all> [flags] [--quick]
 //! ```
 //!
 //! # Workloads
@@ -26,6 +26,9 @@
 //! * [`trees`] (`binary-trees`): the Benchmarks Game workload, checked
 //!   against the closed form `2^(d+1) - 1` nodes per tree.
 //! * [`micro`]: create, resolve, iterate, and root add/remove.
+//! * [`names`]: coreobject alone, creating and freeing `N` objects (half
+//!   with an outer) unnamed, named with interned `Name`s, and named from
+//!   strings: ns/object at create and free, and named / unnamed ratios.
 //!
 //! A second binary, `par_start` (`src/bin/par_start.rs`, coreobject only),
 //! measures what starting parallel marking costs on a small heap:
@@ -55,6 +58,7 @@ mod alloc;
 mod harness;
 mod incremental;
 mod micro;
+mod names;
 mod report;
 mod scale;
 mod tally;
@@ -133,6 +137,9 @@ enum Workload {
     BinaryTrees(TreesArgs),
     /// Create, resolve, iterate, and root add/remove.
     Micro(MicroArgs),
+    /// coreobject alone: create and free objects unnamed, named with
+    /// interned names, and named from strings.
+    Names(NamesArgs),
     /// Every workload with its defaults (`all --quick`: the CI smoke run).
     All,
     /// coreobject alone, from 1M to 50M objects: build, a collection that
@@ -217,9 +224,17 @@ struct MicroArgs {
     seed: Option<u64>,
 }
 
+#[derive(Args, Debug, Default)]
+struct NamesArgs {
+    /// Objects per mode [default: 1000000; --quick: 20000].
+    #[arg(long)]
+    objects: Option<usize>,
+}
+
 /// Sizes the targets are defined at.
 const TARGET_WORLD_OBJECTS: usize = 1_000_000;
 const TARGET_TREE_DEPTH: u32 = 16;
+const TARGET_NAMES_OBJECTS: usize = 1_000_000;
 
 fn pick<T>(v: Option<T>, quick: bool, full: T, small: T) -> T {
     v.unwrap_or(if quick { small } else { full })
@@ -430,6 +445,42 @@ fn run_micro(s: &Settings, quick: bool, a: &MicroArgs) -> Result<Vec<WorkloadRes
         .collect())
 }
 
+/// The names workload, on coreobject alone (no workload if `settings` does
+/// not run coreobject).
+fn run_names(s: &Settings, quick: bool, a: &NamesArgs) -> Result<Vec<WorkloadResult>, String> {
+    if !s.peers.contains(&Peer::CoreObject) {
+        return Ok(Vec::new());
+    }
+    let p = names::Params {
+        objects: pick(a.objects, quick, 1_000_000, 20_000),
+    };
+    if p.objects < 2 || p.objects > u32::MAX as usize / 2 {
+        return Err("--objects must be in 2..2^31".into());
+    }
+    let s = Settings {
+        peers: vec![Peer::CoreObject],
+        ..s.clone()
+    };
+    let mut w = harness::run_workload(
+        &s,
+        "names",
+        &[Peer::CoreObject],
+        vec![
+            ("objects", p.objects.to_string()),
+            ("outers", names::OUTERS.to_string()),
+        ],
+        names::metrics(),
+        |peer| names::run(peer, &p),
+    );
+    w.notes.push(
+        "each mode in a fresh heap: N objects, every other one under one of 1000 rooted outers, then one collect frees exactly them, twice; \
+         the figures are the second round's (steady state: freed slots reused, new names, the first round's deferred clean-up paid); \
+         named = .name(interned.with_number(k)), from strings = .name(format!(\"Actor_{k}\")); the ratios compare named (Name) with unnamed"
+            .into(),
+    );
+    Ok(vec![w])
+}
+
 /// The targets the team is tracked on, from this run's figures.
 fn targets(results: &[WorkloadResult]) -> Vec<Target> {
     let mut out = Vec::new();
@@ -498,6 +549,18 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
             note: "coreobject / Box time".into(),
         });
     }
+    if let Some(w) = find("names") {
+        for (m, what) in [(6, "create"), (7, "free")] {
+            out.push(Target {
+                name: format!("names {what} named <= 1.3x unnamed"),
+                measured: report::median_of(w, Peer::CoreObject, m),
+                limit: 1.3,
+                unit: "x",
+                at_target_size: param(w, "objects") == TARGET_NAMES_OBJECTS.to_string(),
+                note: "coreobject named (Name) / unnamed time".into(),
+            });
+        }
+    }
     out.extend(incremental::targets(results, at_world_size));
     out
 }
@@ -531,12 +594,14 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
         Workload::Weak(a) => one(run_weak(settings, quick, a)),
         Workload::BinaryTrees(a) => one(run_trees(settings, quick, a)),
         Workload::Micro(a) => run_micro(settings, quick, a),
+        Workload::Names(a) => run_names(settings, quick, a),
         Workload::Scale(_) => Err("scale runs outside the peer harness".into()),
         Workload::All => {
             let mut all = one(run_world(settings, quick, &WorldArgs::default()))?;
             all.extend(one(run_weak(settings, quick, &WeakArgs::default()))?);
             all.extend(one(run_trees(settings, quick, &TreesArgs::default()))?);
             all.extend(run_micro(settings, quick, &MicroArgs::default())?);
+            all.extend(run_names(settings, quick, &NamesArgs::default())?);
             all.extend(run_incremental(
                 settings,
                 quick,
@@ -672,13 +737,15 @@ fn main() -> ExitCode {
         };
     }
     let incremental_only = matches!(cli.workload, Workload::Incremental(_));
+    let names_only = matches!(cli.workload, Workload::Names(_));
     let peers: Vec<Peer> = Peer::ALL
         .into_iter()
         .filter(|p| peers.is_empty() || peers.contains(p))
         .filter(|p| !incremental_only || incremental::PEERS.contains(p))
+        .filter(|p| !names_only || *p == Peer::CoreObject)
         .collect();
     if peers.is_empty() {
-        eprintln!("no peer to run: the incremental workload runs on coreobject and gc-arena only");
+        eprintln!("no peer to run: the incremental workload runs on coreobject and gc-arena only, names on coreobject only");
         return ExitCode::from(2);
     }
     let settings = Settings {

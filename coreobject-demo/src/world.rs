@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use coreobject::{
-    AnyObj, CollectStats, Error, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent, Phase,
+    AnyObj, CollectStats, Error, GcConfig, Heap, HeapConfig, Name, Obj, Object, ObjectEvent, Phase,
     ResolveError, Tick, Trigger,
 };
 use serde::Serialize;
@@ -205,6 +205,61 @@ pub struct EventCounts {
     pub actors_destroyed: Arc<AtomicU64>,
 }
 
+/// The name bases the simulation uses, interned once
+/// ([`Heap::intern`]): actors are `Soldier_<id>`, …, levels `Level_<n>`,
+/// components `Root`, `Mesh`, …, `Wheel_<n>`.
+struct Bases {
+    soldier: Name,
+    turret: Name,
+    pickup: Name,
+    vehicle: Name,
+    level: Name,
+    root: Name,
+    mesh: Name,
+    collider: Name,
+    weapon: Name,
+    audio: Name,
+    muzzle: Name,
+    body: Name,
+    wheel: Name,
+}
+
+impl Bases {
+    fn intern(heap: &Heap) -> Result<Bases, Error> {
+        let n = |s: &str| heap.intern(s);
+        Ok(Bases {
+            soldier: n(Archetype::Soldier.prefix())?,
+            turret: n(Archetype::Turret.prefix())?,
+            pickup: n(Archetype::Pickup.prefix())?,
+            vehicle: n(Archetype::Vehicle.prefix())?,
+            level: n("Level")?,
+            root: n("Root")?,
+            mesh: n("Mesh")?,
+            collider: n("Collider")?,
+            weapon: n("Weapon")?,
+            audio: n("Audio")?,
+            muzzle: n("Muzzle")?,
+            body: n("Body")?,
+            wheel: n("Wheel")?,
+        })
+    }
+
+    /// `<Archetype>_<id>` as a [`Name`], or as a string if the id does not
+    /// fit a name's number.
+    fn actor(&self, archetype: Archetype, id: u64) -> Result<Name, String> {
+        let base = match archetype {
+            Archetype::Soldier => self.soldier,
+            Archetype::Turret => self.turret,
+            Archetype::Pickup => self.pickup,
+            Archetype::Vehicle => self.vehicle,
+        };
+        match u32::try_from(id) {
+            Ok(n) if n <= Name::MAX_NUMBER => Ok(base.with_number(n)),
+            _ => Err(format!("{}_{id}", archetype.prefix())),
+        }
+    }
+}
+
 /// The game world and everything the run measures about it.
 pub struct Sim {
     /// The heap holding every object.
@@ -243,6 +298,8 @@ pub struct Sim {
     assets: Assets,
     next_actor: u64,
     next_level: u32,
+    /// Name bases interned once, so naming an object does no string work.
+    names: Bases,
     /// Objects the simulation considers alive (in a level, not killed).
     population: usize,
     /// Handles of objects that died since the last cycle started: the next
@@ -303,6 +360,7 @@ impl Sim {
             .create()?;
         counters.objects_created += 1;
 
+        let names = Bases::intern(&heap)?;
         let mut sim = Sim {
             heap,
             world,
@@ -322,6 +380,7 @@ impl Sim {
             assets,
             next_actor: 0,
             next_level: 0,
+            names,
             population: 0,
             graves: Vec::new(),
             cycle_graves: Vec::new(),
@@ -564,7 +623,7 @@ impl Sim {
                 projectiles: Vec::new(),
             })
             .outer(self.world)
-            .name(format!("Level_{number}"))
+            .name(self.names.level.with_number(number))
             .create()?;
         self.counters.objects_created += 1;
         self.counters.levels_loaded += 1;
@@ -642,7 +701,7 @@ impl Sim {
     fn component(
         &mut self,
         actor: Obj<Actor>,
-        name: &str,
+        name: Name,
         kind: ComponentKind,
         parent: Option<Obj<Component>>,
     ) -> Result<Obj<Component>, Error> {
@@ -706,47 +765,69 @@ impl Sim {
                 loadout: Loadout::default(),
                 destroyed: self.events.actors_destroyed.clone(),
             })
-            .outer(level)
-            .name(format!("{}_{id}", archetype.prefix()))
-            .create()?;
+            .outer(level);
+        let actor = match self.names.actor(archetype, id) {
+            Ok(name) => actor.name(name),
+            Err(text) => actor.name(text),
+        }
+        .create()?;
         self.counters.objects_created += 1;
         self.counters.actors_spawned += 1;
 
-        let root = self.component(actor, "Root", ComponentKind::Scene, None)?;
+        let root = self.component(actor, self.names.root, ComponentKind::Scene, None)?;
         let mut components = vec![root];
         let mut sockets = HashMap::new();
         match archetype {
             Archetype::Soldier => {
-                let mesh = self.component(actor, "Mesh", ComponentKind::Mesh, Some(root))?;
-                let collider =
-                    self.component(actor, "Collider", ComponentKind::Collider, Some(root))?;
-                let weapon = self.component(actor, "Weapon", ComponentKind::Socket, Some(mesh))?;
-                let audio = self.component(actor, "Audio", ComponentKind::Audio, Some(root))?;
+                let mesh =
+                    self.component(actor, self.names.mesh, ComponentKind::Mesh, Some(root))?;
+                let collider = self.component(
+                    actor,
+                    self.names.collider,
+                    ComponentKind::Collider,
+                    Some(root),
+                )?;
+                let weapon =
+                    self.component(actor, self.names.weapon, ComponentKind::Socket, Some(mesh))?;
+                let audio =
+                    self.component(actor, self.names.audio, ComponentKind::Audio, Some(root))?;
                 sockets.insert("weapon", weapon);
                 sockets.insert("voice", audio);
                 components.extend([mesh, collider, weapon, audio]);
             }
             Archetype::Turret => {
-                let mesh = self.component(actor, "Mesh", ComponentKind::Mesh, Some(root))?;
-                let collider =
-                    self.component(actor, "Collider", ComponentKind::Collider, Some(root))?;
-                let muzzle = self.component(actor, "Muzzle", ComponentKind::Socket, Some(mesh))?;
+                let mesh =
+                    self.component(actor, self.names.mesh, ComponentKind::Mesh, Some(root))?;
+                let collider = self.component(
+                    actor,
+                    self.names.collider,
+                    ComponentKind::Collider,
+                    Some(root),
+                )?;
+                let muzzle =
+                    self.component(actor, self.names.muzzle, ComponentKind::Socket, Some(mesh))?;
                 sockets.insert("muzzle", muzzle);
                 components.extend([mesh, collider, muzzle]);
             }
             Archetype::Pickup => {
-                let mesh = self.component(actor, "Mesh", ComponentKind::Mesh, Some(root))?;
+                let mesh =
+                    self.component(actor, self.names.mesh, ComponentKind::Mesh, Some(root))?;
                 components.push(mesh);
             }
             Archetype::Vehicle => {
-                let body = self.component(actor, "Body", ComponentKind::Mesh, Some(root))?;
-                let collider =
-                    self.component(actor, "Collider", ComponentKind::Collider, Some(root))?;
+                let body =
+                    self.component(actor, self.names.body, ComponentKind::Mesh, Some(root))?;
+                let collider = self.component(
+                    actor,
+                    self.names.collider,
+                    ComponentKind::Collider,
+                    Some(root),
+                )?;
                 components.extend([body, collider]);
                 for w in 0..4 {
                     let wheel = self.component(
                         actor,
-                        &format!("Wheel_{w}"),
+                        self.names.wheel.with_number(w),
                         ComponentKind::Wheel,
                         Some(body),
                     )?;

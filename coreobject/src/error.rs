@@ -175,6 +175,11 @@ pub enum Error {
         /// The name.
         name: String,
     },
+    /// A [`Name`](crate::Name) this heap does not hold: made by another
+    /// heap, or one whose base the heap has since forgotten (no object used
+    /// it and it was not interned with [`Heap::intern`](crate::Heap::intern)).
+    #[error("name {0:?} is not in this heap's name table (made by another heap, or forgotten)")]
+    StaleName(crate::Name),
     /// A name may not be empty or contain `.`.
     #[error("invalid object name {0:?}: names are non-empty and contain no '.'")]
     InvalidName(String),

@@ -26,7 +26,7 @@ use crate::handle::{AnyObj, Handle, Obj, Weak};
 use crate::inners::Inners;
 use crate::lifecycle::Caught;
 use crate::listener::{CreateListener, DeleteListener, HookId, Listeners, ObjectEvent};
-use crate::names::Names;
+use crate::names::{IntoName, Name, NameArg, Names};
 use crate::referencer::Referencer;
 use crate::serial;
 use crate::strong::StrongObj;
@@ -181,7 +181,7 @@ pub struct Spawn<'h, T: Object> {
     heap: &'h Heap,
     value: T,
     outer: Option<AnyObj>,
-    name: Option<String>,
+    name: Option<NameArg>,
     root: bool,
 }
 
@@ -194,8 +194,30 @@ impl<'h, T: Object> Spawn<'h, T> {
         self
     }
     /// Names the object; names are unique among objects with the same outer.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
+    /// Takes a string (`&str`, `String`, …) or a [`Name`]: a `Name` from
+    /// [`Heap::intern`] and [`Name::with_number`] costs no string work, which
+    /// matters when naming many objects `Actor_0`, `Actor_1`, ….
+    ///
+    /// [`create`](Self::create) refuses a name that is empty, contains `.`
+    /// or starts with `Default__` ([`Error::InvalidName`]), one already
+    /// taken under the same outer ([`Error::NameTaken`]), and a `Name` this
+    /// heap does not hold ([`Error::StaleName`]).
+    ///
+    /// ```
+    /// use coreobject::{Error, Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Actor;
+    /// let heap = Heap::new();
+    /// let actor = heap.intern("Actor").unwrap();
+    /// for i in 0..3 {
+    ///     heap.spawn(Actor).name(actor.with_number(i)).create().unwrap();
+    /// }
+    /// assert!(heap.find(None, "Actor_2").is_some());
+    /// let taken = heap.spawn(Actor).name("Actor_1").create().unwrap_err();
+    /// assert!(matches!(taken, Error::NameTaken { .. }));
+    /// ```
+    pub fn name(mut self, name: impl IntoName) -> Self {
+        self.name = Some(name.into_name_arg());
         self
     }
     /// Adds the object to the root set.
@@ -207,7 +229,7 @@ impl<'h, T: Object> Spawn<'h, T> {
     pub fn create(self) -> Result<Obj<T>, Error> {
         let h = self
             .heap
-            .create_full(self.value, self.outer, self.name.as_deref())?;
+            .create_full(self.value, self.outer, self.name.as_ref())?;
         if self.root {
             self.heap.add_to_root(h)?;
         }
@@ -349,7 +371,7 @@ impl Heap {
         &self,
         value: T,
         outer: Option<AnyObj>,
-        name: Option<&str>,
+        name: Option<&NameArg>,
     ) -> Result<Obj<T>, Error> {
         if let Some(o) = outer {
             self.array.lookup(o, flags::DEAD)?;
@@ -358,23 +380,19 @@ impl Heap {
             let index = self.array.reserve().ok_or_else(|| self.cap_error())?;
             return Ok(self.publish(index, value, outer, 0));
         };
-        Names::check(name)?;
         // Hold the name lock across creation so two threads cannot both take a name.
         let mut names = self.names.write();
-        if names.find(outer, name).is_some() {
-            return Err(Error::NameTaken {
-                name: name.to_string(),
-            });
-        }
+        let key = names.claim(outer, name)?;
         let index = match self.array.reserve() {
             Some(i) => i,
             None => {
+                names.release(key);
                 drop(names);
                 return Err(self.cap_error());
             }
         };
         let h = self.publish_quiet(index, value, outer, 0);
-        names.insert(h.any(), outer, name);
+        names.insert(h.any(), key);
         self.array.at(h.index()).set(flags::NAMED);
         drop(names);
         self.notify_create(h.any());
@@ -870,11 +888,96 @@ impl Heap {
 
     // ----- names ----------------------------------------------------------
 
-    /// The object's name, if it was given one.
+    /// The object's name as a string, if it was given one. Allocates for a
+    /// numbered name; [`name`](Self::name) does not.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Level;
+    /// let heap = Heap::new();
+    /// let l = heap.spawn(Level).name("Level_3").create().unwrap();
+    /// assert_eq!(heap.name_of(l).as_deref(), Some("Level_3"));
+    /// assert_eq!(heap.name_of(heap.create(Level)), None);
+    /// ```
     pub fn name_of(&self, h: impl Into<AnyObj>) -> Option<Arc<str>> {
         let h = h.into();
         self.array.lookup(h, flags::UNREACHABLE).ok()?;
         self.names.read().name_of(h.index())
+    }
+
+    /// The object's [`Name`], if it was given one. No allocation and no
+    /// string work: compare it with names from [`intern`](Self::intern), or
+    /// turn it into a string with [`name_string`](Self::name_string).
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Actor;
+    /// let heap = Heap::new();
+    /// let actor = heap.intern("Actor").unwrap();
+    /// let a = heap.spawn(Actor).name("Actor_9").create().unwrap();
+    /// let n = heap.name(a).unwrap();
+    /// assert_eq!(n, actor.with_number(9));
+    /// assert_eq!(n.number(), Some(9));
+    /// ```
+    pub fn name(&self, h: impl Into<AnyObj>) -> Option<Name> {
+        let h = h.into();
+        self.array.lookup(h, flags::UNREACHABLE).ok()?;
+        self.names.read().name(h.index())
+    }
+
+    /// Interns a name (Unreal's `FName` constructor): splits it into base
+    /// and number (`Actor_12` is `Actor` with 12; see [`Name`] for the rule)
+    /// and keeps the base in this heap's name table for the heap's life, so
+    /// the [`Name`] stays valid. Intern the bases you reuse, then name
+    /// objects with [`Name::with_number`] without any string work.
+    ///
+    /// Strings given to [`Spawn::name`] are not kept this way: the table
+    /// holds a base only while an object uses it, so naming objects with
+    /// ever-new strings does not grow it without bound.
+    ///
+    /// Refuses, with [`Error::InvalidName`], what [`Spawn::name`] refuses:
+    /// an empty name, a `.`, and the `Default__` prefix.
+    ///
+    /// ```
+    /// let heap = coreobject::Heap::new();
+    /// let a = heap.intern("Actor_12").unwrap();
+    /// assert_eq!(a, heap.intern("Actor").unwrap().with_number(12));
+    /// assert_eq!(heap.name_string(a).as_deref(), Some("Actor_12"));
+    /// assert!(heap.intern("World.Level").is_err());
+    /// ```
+    pub fn intern(&self, name: &str) -> Result<Name, Error> {
+        self.names.write().intern(name)
+    }
+
+    /// How many base strings this heap's name table holds: those interned
+    /// with [`intern`](Self::intern), and those of objects' names (freed with
+    /// the last object that uses them). `Actor_1` and `Actor_2` share one.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Actor;
+    /// let mut heap = Heap::new();
+    /// heap.spawn(Actor).name("Actor_1").create().unwrap();
+    /// heap.spawn(Actor).name("Actor_2").create().unwrap();
+    /// assert_eq!(heap.name_table_len(), 1);
+    /// heap.collect().unwrap(); // nothing roots them
+    /// assert_eq!(heap.name_table_len(), 0);
+    /// ```
+    pub fn name_table_len(&self) -> usize {
+        self.names.read().strings()
+    }
+
+    /// A [`Name`]'s string, e.g. `Actor_12`; `None` if this heap does not
+    /// hold it (see [`Error::StaleName`]).
+    ///
+    /// ```
+    /// let heap = coreobject::Heap::new();
+    /// let wheel = heap.intern("Wheel").unwrap();
+    /// assert_eq!(heap.name_string(wheel).as_deref(), Some("Wheel"));
+    /// assert_eq!(heap.name_string(wheel.with_number(0)).as_deref(), Some("Wheel_0"));
+    /// ```
+    pub fn name_string(&self, name: Name) -> Option<String> {
+        self.names.read().name_string(name)
     }
 
     /// A display name: the object's name, or `Class_index` if it has none.
@@ -917,6 +1020,22 @@ impl Heap {
     /// ```
     pub fn find(&self, outer: Option<AnyObj>, name: &str) -> Option<AnyObj> {
         let h = self.names.read().find(outer, name)?;
+        self.contains(h).then_some(h)
+    }
+
+    /// Finds a named object by outer and [`Name`]: integer lookups only.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Level;
+    /// let heap = Heap::new();
+    /// let level = heap.intern("Level").unwrap();
+    /// let l = heap.spawn(Level).name(level.with_number(3)).create().unwrap();
+    /// assert_eq!(heap.find_name(None, level.with_number(3)), Some(l.any()));
+    /// assert_eq!(heap.find_name(None, level), None);
+    /// ```
+    pub fn find_name(&self, outer: Option<AnyObj>, name: Name) -> Option<AnyObj> {
+        let h = self.names.read().find_name(outer, name)?;
         self.contains(h).then_some(h)
     }
 
@@ -1137,9 +1256,10 @@ impl Heap {
         };
         let mut names = self.names.write();
         let name = names.default_name(T::class());
+        let name_key = names.claim_default(&name);
         let h = self.publish_quiet(index, value, None, 0);
         self.array.at(h.index()).set(flags::DEFAULT_OBJECT);
-        names.insert(h.any(), None, &name);
+        names.insert(h.any(), name_key);
         self.array.at(h.index()).set(flags::NAMED);
         drop(names);
         self.add_to_root(h).expect("a fresh object is alive");

@@ -438,6 +438,7 @@
 //! | `TObjectIterator<T>` | [`Heap::iter_of`] |
 //! | `ForEachObjectWithOuter` | [`Heap::for_each_with_outer`] |
 //! | `UObject::Outer` (an inner keeps its outer) | [`Spawn::outer`]; the reverse (an outer keeps its inners): [`GcConfig::outer_keeps_inners`] |
+//! | `FName` | [`Name`] (interned base + number: [`Heap::intern`], [`Name::with_number`], [`Heap::name`]) |
 //! | `FindObject`, `StaticFindObject` | [`Heap::find`], [`Heap::find_path`] |
 //! | `GetPathName` | [`Heap::path_name`] |
 //! | `obj refs` | [`Heap::reference_chains`] |
@@ -487,6 +488,7 @@ pub use handle::{AnyObj, Handle, Obj, Weak};
 pub use heap::{Heap, ObjectFlags, Spawn, TableStats};
 pub use lifecycle::{DestroyCx, Lifecycle};
 pub use listener::{CreateListener, DeleteListener, HookId, ObjectEvent};
+pub use names::{IntoName, Name};
 pub use referencer::Referencer;
 pub use strong::StrongObj;
 pub use trace::{PathSeg, RefKind, Trace, Visitor};

@@ -1,5 +1,49 @@
-//! Object names and the (outer, name) index (Unreal's `FUObjectHashTables`,
-//! for named objects only: unnamed objects cost nothing here).
+//! Object names and the (outer, name) index (Unreal's `FName` and
+//! `FUObjectHashTables`, for named objects only: unnamed objects cost
+//! nothing here).
+//!
+//! # Names are integers
+//!
+//! A name is a **base**, an id into the heap's table of interned strings,
+//! plus an optional **number**: `Actor_123` is the base `Actor` with the
+//! number 123, as in Unreal's `FName`. The parse rule ([`split`]): a name
+//! that ends in `_` and decimal digits has a number when the digits have no
+//! leading zero (unless they are exactly `0`), fit in [`Name::MAX_NUMBER`],
+//! and leave a non-empty base. Otherwise the whole string is the base: `A_0`
+//! is `A` with 0, while `A_01`, `A_`, `_5` and `A_99999999999` are bases
+//! without a number. Every name string has exactly one (base, number) form
+//! and back, so comparing names compares integers.
+//!
+//! The index is one flat map from `(outer bits, base id, number)` to the
+//! object, and each slot's (serial, base, number) sits in pages indexed by
+//! slot ([`Slots`]); naming an object and freeing it allocate nothing past
+//! amortized growth and touch no string once the base is interned.
+//!
+//! # Freeing is lazy
+//!
+//! The collector frees objects in slot order, so clearing a slot's record is
+//! a sequential write; removing its key from the index would be a random
+//! access into a map as large as the named population (two cache misses,
+//! hundreds of ns at a million names). So a free clears only the record and
+//! leaves the index entry behind, **stale**: an entry is live exactly when
+//! its object's slot record holds that object's serial, and every reader
+//! checks that. A stale entry is overwritten when its key is named again,
+//! and all stale entries are dropped in one pass, in the map's own order,
+//! when the index is full and at least half of it is stale: where the map
+//! would otherwise grow, like the amortized rehash it replaces. So the index
+//! holds at most about twice the live named objects.
+//!
+//! # The table is bounded by what is in use
+//!
+//! Each base counts the objects named with it. When the count falls to zero
+//! the base is forgotten: its string is freed and its id goes to a free list
+//! for the next new string, with the entry's generation bumped so that a
+//! [`Name`] still holding the old id is refused (never read as the new
+//! string). Bases interned with [`Heap::intern`](crate::Heap::intern) are
+//! kept for the heap's life, like every Unreal `FName`: intern the few bases
+//! a program reuses, and name one-off objects with strings. So a program
+//! that names objects with ever-new strings keeps only the strings of its
+//! live objects.
 //!
 //! Class default objects live in the same index, at the top level (no
 //! outer), under names that start with [`DEFAULT_PREFIX`]. User names may
@@ -7,11 +51,14 @@
 //! collides with a user's, and [`Names::default_name`] picks one that no
 //! other class default holds.
 //!
-//! Both maps hash with `rustc-hash`'s Fx hash: keys are slot indices, handle
-//! bits and short names chosen by the program, not by an attacker, and the
-//! index is touched on every named creation and every freed named object.
+//! Every map hashes with `rustc-hash`'s Fx hash: keys are slot indices,
+//! handle bits, small ids and short strings chosen by the program, not by an
+//! attacker, and the index is touched on every named creation and every
+//! freed named object.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::Arc;
 
 use rustc_hash::FxBuildHasher;
@@ -22,17 +69,415 @@ use crate::handle::AnyObj;
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 
-#[derive(Default)]
-pub(crate) struct Names {
-    /// outer bits (or 0) → name → object. Nested so that a lookup by `&str`
-    /// needs no allocation (`Arc<str>: Borrow<str>`).
-    by_outer: FxMap<u64, FxMap<Arc<str>, AnyObj>>,
-    /// slot index → (name, outer bits or 0).
-    by_index: FxMap<u32, (Arc<str>, u64)>,
+/// An object name as integers (Unreal's `FName`): an interned base string
+/// and an optional number, so `Actor_123` is the base `Actor` with the
+/// number 123. `Copy`, 12 bytes; comparing two names compares integers.
+///
+/// Make one with [`Heap::intern`](crate::Heap::intern), once per base, then
+/// give objects numbered names with [`with_number`](Name::with_number): that
+/// costs no string work at all. [`Spawn::name`](crate::Spawn::name) takes a
+/// `Name` or a string, and [`Heap::name`](crate::Heap::name) reads an
+/// object's name back without allocating.
+///
+/// A string is split into base and number by Unreal's rule: a trailing `_`
+/// and decimal digits are the number if the digits have no leading zero
+/// (unless they are exactly `0`), the number is at most
+/// [`Name::MAX_NUMBER`], and the base before the `_` is not empty; otherwise
+/// the whole string is the base. So `Actor_0` has the number 0, while
+/// `Actor_01`, `Actor_` and `_7` have none.
+///
+/// A `Name` belongs to the heap that made it. One whose base the heap has
+/// forgotten (no object uses it and it was not interned with
+/// [`Heap::intern`](crate::Heap::intern)) is refused with
+/// [`Error::StaleName`]; it never reads as another string.
+///
+/// ```
+/// use coreobject::{Heap, Object};
+/// #[derive(Object, Default)]
+/// struct Actor;
+/// let heap = Heap::new();
+/// let base = heap.intern("Actor").unwrap();
+/// let a = heap.spawn(Actor).name(base.with_number(123)).create().unwrap();
+/// assert_eq!(heap.name_of(a).as_deref(), Some("Actor_123"));
+/// assert_eq!(heap.name(a), Some(base.with_number(123)));
+/// assert_eq!(heap.find(None, "Actor_123"), Some(a.any()));
+/// // The same string names the same `Name`.
+/// assert_eq!(heap.intern("Actor_123").unwrap(), base.with_number(123));
+/// assert_eq!(heap.intern("Actor_123").unwrap().number(), Some(123));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Name {
+    /// The base's id in the heap's table.
+    base: u32,
+    /// The generation of that table entry when this name was made.
+    generation: u32,
+    /// 0 for no number, else the number + 1.
+    number: u32,
 }
 
-fn outer_key(outer: Option<AnyObj>) -> u64 {
-    outer.map_or(0, AnyObj::to_bits)
+impl Name {
+    /// The largest number a name can carry: `u32::MAX - 1`.
+    pub const MAX_NUMBER: u32 = u32::MAX - 1;
+
+    /// This name's base with the number `n`: for a name made from `Actor`
+    /// (or from `Actor_5`), `with_number(7)` is `Actor_7`.
+    ///
+    /// # Panics
+    /// If `n` is above [`Name::MAX_NUMBER`].
+    ///
+    /// ```
+    /// let heap = coreobject::Heap::new();
+    /// let wheel = heap.intern("Wheel").unwrap();
+    /// assert_eq!(wheel.with_number(0).number(), Some(0));
+    /// assert_eq!(heap.name_string(wheel.with_number(3)).as_deref(), Some("Wheel_3"));
+    /// ```
+    #[inline]
+    pub fn with_number(self, n: u32) -> Name {
+        assert!(
+            n <= Name::MAX_NUMBER,
+            "a name's number is at most Name::MAX_NUMBER"
+        );
+        Name {
+            number: n + 1,
+            ..self
+        }
+    }
+
+    /// The number, if the name has one.
+    ///
+    /// ```
+    /// let heap = coreobject::Heap::new();
+    /// assert_eq!(heap.intern("Level_3").unwrap().number(), Some(3));
+    /// assert_eq!(heap.intern("Level_03").unwrap().number(), None);
+    /// assert_eq!(heap.intern("Level").unwrap().number(), None);
+    /// ```
+    #[inline]
+    pub fn number(self) -> Option<u32> {
+        self.number.checked_sub(1)
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Name(#{}v{}", self.base, self.generation)?;
+        if let Some(n) = self.number() {
+            write!(f, "_{n}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+mod sealed {
+    /// What [`Spawn::name`](crate::Spawn::name) was given.
+    #[derive(Debug)]
+    pub enum NameArg {
+        Text(String),
+        Name(super::Name),
+    }
+}
+pub(crate) use sealed::NameArg;
+
+/// What [`Spawn::name`](crate::Spawn::name) accepts: a string (`&str`,
+/// `String`, …), split into base and number when the object is created, or
+/// a [`Name`], which costs no string work.
+///
+/// ```
+/// use coreobject::{Heap, Object};
+/// #[derive(Object, Default)]
+/// struct Gem;
+/// let heap = Heap::new();
+/// let ruby = heap.intern("Ruby").unwrap();
+/// heap.spawn(Gem).name("Opal").create().unwrap();
+/// heap.spawn(Gem).name(String::from("Jade_2")).create().unwrap();
+/// heap.spawn(Gem).name(ruby.with_number(1)).create().unwrap();
+/// assert!(heap.find_path("Ruby_1").is_some());
+/// ```
+pub trait IntoName {
+    #[doc(hidden)]
+    fn into_name_arg(self) -> sealed::NameArg;
+}
+
+impl IntoName for Name {
+    fn into_name_arg(self) -> NameArg {
+        NameArg::Name(self)
+    }
+}
+impl IntoName for &Name {
+    fn into_name_arg(self) -> NameArg {
+        NameArg::Name(*self)
+    }
+}
+impl IntoName for String {
+    fn into_name_arg(self) -> NameArg {
+        NameArg::Text(self)
+    }
+}
+impl IntoName for &String {
+    fn into_name_arg(self) -> NameArg {
+        NameArg::Text(self.clone())
+    }
+}
+impl IntoName for &str {
+    fn into_name_arg(self) -> NameArg {
+        NameArg::Text(self.to_string())
+    }
+}
+impl IntoName for &mut str {
+    fn into_name_arg(self) -> NameArg {
+        NameArg::Text(self.to_string())
+    }
+}
+impl IntoName for Box<str> {
+    fn into_name_arg(self) -> NameArg {
+        NameArg::Text(self.into())
+    }
+}
+impl IntoName for Cow<'_, str> {
+    fn into_name_arg(self) -> NameArg {
+        NameArg::Text(self.into_owned())
+    }
+}
+impl IntoName for Arc<str> {
+    fn into_name_arg(self) -> NameArg {
+        NameArg::Text(self.to_string())
+    }
+}
+impl IntoName for char {
+    fn into_name_arg(self) -> NameArg {
+        NameArg::Text(self.to_string())
+    }
+}
+
+/// The number a name's digits stand for, stored as number + 1 (0: none).
+const NO_NUMBER: u32 = 0;
+
+/// Splits a name into its base and stored number (number + 1, or 0 for
+/// none), by the rule in the [module docs](self).
+pub(crate) fn split(s: &str) -> (&str, u32) {
+    let b = s.as_bytes();
+    let digits = b.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+    // Digits, a `_` before them and a non-empty base before that.
+    if digits == 0 || digits + 1 >= b.len() || b[b.len() - digits - 1] != b'_' {
+        return (s, NO_NUMBER);
+    }
+    let at = b.len() - digits;
+    let d = &s[at..];
+    if d.len() > 1 && d.starts_with('0') {
+        return (s, NO_NUMBER);
+    }
+    match d.parse::<u32>() {
+        Ok(n) if n <= Name::MAX_NUMBER => (&s[..at - 1], n + 1),
+        _ => (s, NO_NUMBER),
+    }
+}
+
+/// One string of the table.
+struct Entry {
+    /// `None` while the entry is free.
+    text: Option<Arc<str>>,
+    /// Objects named with this base.
+    uses: u32,
+    /// Bumped each time the entry is freed; a [`Name`] must match it.
+    generation: u32,
+    /// Interned by the user: kept for the heap's life.
+    pinned: bool,
+    /// Whether a user may name an object with the base alone, and with the
+    /// base and a number ([`Names::check`] on each form).
+    plain_ok: bool,
+    numbered_ok: bool,
+}
+
+/// The interned strings.
+#[derive(Default)]
+struct Table {
+    entries: Vec<Entry>,
+    /// Free entry ids, reused last in first out.
+    free: Vec<u32>,
+    by_text: FxMap<Arc<str>, u32>,
+}
+
+impl Table {
+    fn get(&self, text: &str) -> Option<u32> {
+        self.by_text.get(text).copied()
+    }
+
+    /// The live entry `name` refers to.
+    fn entry(&self, name: Name) -> Option<&Entry> {
+        let e = self.entries.get(name.base as usize)?;
+        (e.text.is_some() && e.generation == name.generation).then_some(e)
+    }
+
+    /// The id of `text`, adding it (with no uses) if it is new.
+    fn intern(&mut self, text: &str) -> u32 {
+        if let Some(id) = self.get(text) {
+            return id;
+        }
+        let arc: Arc<str> = Arc::from(text);
+        let entry = |generation| Entry {
+            text: Some(arc.clone()),
+            uses: 0,
+            generation,
+            pinned: false,
+            plain_ok: Names::check(text).is_ok(),
+            numbered_ok: Names::check(&format!("{text}_0")).is_ok(),
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                let e = &mut self.entries[id as usize];
+                *e = entry(e.generation);
+                id
+            }
+            None => {
+                let id = u32::try_from(self.entries.len()).expect("fewer than 2^32 names");
+                self.entries.push(entry(0));
+                id
+            }
+        };
+        self.by_text.insert(arc, id);
+        id
+    }
+
+    fn name(&self, id: u32, number: u32) -> Name {
+        Name {
+            base: id,
+            generation: self.entries[id as usize].generation,
+            number,
+        }
+    }
+
+    /// Drops one use of `id`, forgetting it if that was the last and it is
+    /// not pinned.
+    fn release(&mut self, id: u32) {
+        let e = &mut self.entries[id as usize];
+        e.uses -= 1;
+        if e.uses == 0 && !e.pinned {
+            self.forget(id);
+        }
+    }
+
+    fn forget(&mut self, id: u32) {
+        let e = &mut self.entries[id as usize];
+        let text = e.text.take().expect("forgetting a live entry");
+        self.by_text.remove(&*text);
+        // An entry whose generation would wrap is retired, so that no old
+        // `Name` can ever match a reuse of it.
+        if let Some(g) = e.generation.checked_add(1) {
+            e.generation = g;
+            self.free.push(id);
+        }
+    }
+
+    fn text(&self, id: u32) -> &Arc<str> {
+        self.entries[id as usize]
+            .text
+            .as_ref()
+            .expect("a used entry has its text")
+    }
+
+    /// Writes base and number as one string.
+    fn display(&self, id: u32, number: u32) -> Cow<'_, Arc<str>> {
+        let text = self.text(id);
+        match number.checked_sub(1) {
+            None => Cow::Borrowed(text),
+            Some(n) => Cow::Owned(Arc::from(format!("{text}_{n}"))),
+        }
+    }
+}
+
+/// One slot's name: the serial of the named object in it (0: none), and its
+/// base id and stored number.
+#[derive(Clone, Copy, Default)]
+struct Rec {
+    serial: u32,
+    base: u32,
+    number: u32,
+}
+
+/// Slots per page of [`Slots`].
+const PAGE: usize = 1024;
+
+/// Per-slot name records, in pages of [`PAGE`] slots allocated when the
+/// first named object lands in them and kept for the heap's life: at most
+/// 12 bytes per slot below the highest named one, nothing for a heap
+/// without names.
+#[derive(Default)]
+struct Slots {
+    pages: Vec<Option<Box<[Rec]>>>,
+}
+
+impl Slots {
+    #[inline]
+    fn get(&self, index: u32) -> Option<&Rec> {
+        let i = index as usize;
+        self.pages.get(i / PAGE)?.as_ref().map(|p| &p[i % PAGE])
+    }
+
+    #[inline]
+    fn get_mut(&mut self, index: u32) -> Option<&mut Rec> {
+        let i = index as usize;
+        self.pages
+            .get_mut(i / PAGE)?
+            .as_mut()
+            .map(|p| &mut p[i % PAGE])
+    }
+
+    fn get_or_add(&mut self, index: u32) -> &mut Rec {
+        let i = index as usize;
+        if self.pages.len() <= i / PAGE {
+            self.pages.resize_with(i / PAGE + 1, || None);
+        }
+        let page = self.pages[i / PAGE]
+            .get_or_insert_with(|| vec![Rec::default(); PAGE].into_boxed_slice());
+        &mut page[i % PAGE]
+    }
+
+    /// Whether `obj` is alive and named: its slot's record holds its serial.
+    #[inline]
+    fn holds(&self, obj: AnyObj) -> bool {
+        self.get(obj.index())
+            .is_some_and(|r| r.serial == obj.serial())
+    }
+
+    /// The live record of slot `index`.
+    #[inline]
+    fn named(&self, index: u32) -> Option<&Rec> {
+        self.get(index).filter(|r| r.serial != 0)
+    }
+}
+
+/// An index key: outer bits (0 for none), then base id and stored number
+/// packed as `base << 32 | number`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct Key {
+    outer: u64,
+    name: u64,
+}
+
+impl Key {
+    fn new(outer: Option<AnyObj>, base: u32, number: u32) -> Key {
+        Key {
+            outer: outer.map_or(0, AnyObj::to_bits),
+            name: (u64::from(base) << 32) | u64::from(number),
+        }
+    }
+    fn base(self) -> u32 {
+        (self.name >> 32) as u32
+    }
+    fn number(self) -> u32 {
+        self.name as u32
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Names {
+    table: Table,
+    /// (outer, base, number) → object; entries whose object was freed stay
+    /// (stale) until overwritten or compacted away.
+    index: FxMap<Key, AnyObj>,
+    /// Per slot: the named object's serial, base and number.
+    slots: Slots,
+    /// Stale entries in `index`.
+    stale: usize,
 }
 
 /// The prefix of class default objects' names (Unreal's `Default__`),
@@ -71,35 +516,147 @@ impl Names {
             .expect("a free suffix")
     }
 
+    /// Finds by string: no allocation, and a base never interned means no
+    /// such object.
     pub(crate) fn find(&self, outer: Option<AnyObj>, name: &str) -> Option<AnyObj> {
-        self.by_outer.get(&outer_key(outer))?.get(name).copied()
+        let (base, number) = split(name);
+        let id = self.table.get(base)?;
+        self.live(&Key::new(outer, id, number))
     }
 
-    pub(crate) fn insert(&mut self, obj: AnyObj, outer: Option<AnyObj>, name: &str) {
-        let name: Arc<str> = Arc::from(name);
-        let key = outer_key(outer);
-        self.by_outer
-            .entry(key)
-            .or_default()
-            .insert(name.clone(), obj);
-        self.by_index.insert(obj.index(), (name, key));
+    /// The live object under `key`.
+    #[inline]
+    fn live(&self, key: &Key) -> Option<AnyObj> {
+        let o = *self.index.get(key)?;
+        self.slots.holds(o).then_some(o)
     }
 
+    /// Finds by [`Name`]; a name this table does not hold finds nothing.
+    pub(crate) fn find_name(&self, outer: Option<AnyObj>, name: Name) -> Option<AnyObj> {
+        self.table.entry(name)?;
+        self.live(&Key::new(outer, name.base, name.number))
+    }
+
+    /// Interns `text` for the user (kept for the heap's life).
+    pub(crate) fn intern(&mut self, text: &str) -> Result<Name, Error> {
+        Names::check(text)?;
+        let (base, number) = split(text);
+        let id = self.table.intern(base);
+        self.table.entries[id as usize].pinned = true;
+        Ok(self.table.name(id, number))
+    }
+
+    /// Takes `name` under `outer` for an object about to be created: checks
+    /// it, interns its base and counts one use of it. Refuses a taken name.
+    /// The key must then be [`insert`](Self::insert)ed or
+    /// [`release`](Self::release)d.
+    pub(crate) fn claim(&mut self, outer: Option<AnyObj>, name: &NameArg) -> Result<Key, Error> {
+        let key = match name {
+            NameArg::Text(s) => {
+                Names::check(s)?;
+                let (base, number) = split(s);
+                let id = self.table.intern(base);
+                Key::new(outer, id, number)
+            }
+            NameArg::Name(n) => {
+                let e = self.table.entry(*n).ok_or(Error::StaleName(*n))?;
+                let ok = if n.number == NO_NUMBER {
+                    e.plain_ok
+                } else {
+                    e.numbered_ok
+                };
+                if !ok {
+                    return Err(Error::InvalidName(
+                        self.table.display(n.base, n.number).to_string(),
+                    ));
+                }
+                Key::new(outer, n.base, n.number)
+            }
+        };
+        self.table.entries[key.base() as usize].uses += 1;
+        if self.live(&key).is_some() {
+            let name = self.table.display(key.base(), key.number()).to_string();
+            self.table.release(key.base());
+            return Err(Error::NameTaken { name });
+        }
+        Ok(key)
+    }
+
+    /// Takes a class default's name (from [`default_name`](Self::default_name),
+    /// so free, and exempt from [`check`](Self::check)).
+    pub(crate) fn claim_default(&mut self, name: &str) -> Key {
+        let (base, number) = split(name);
+        let id = self.table.intern(base);
+        self.table.entries[id as usize].uses += 1;
+        Key::new(None, id, number)
+    }
+
+    /// Gives back a [`claim`](Self::claim)ed key that names no object.
+    pub(crate) fn release(&mut self, key: Key) {
+        self.table.release(key.base());
+    }
+
+    /// Names `obj` with a claimed key.
+    pub(crate) fn insert(&mut self, obj: AnyObj, key: Key) {
+        let len = self.index.len();
+        if len == self.index.capacity() && self.stale >= len / 2 && self.stale > 0 {
+            self.compact();
+        }
+        if self.index.insert(key, obj).is_some() {
+            // `claim` refused a live holder, so this one was stale.
+            self.stale -= 1;
+        }
+        *self.slots.get_or_add(obj.index()) = Rec {
+            serial: obj.serial(),
+            base: key.base(),
+            number: key.number(),
+        };
+    }
+
+    /// Drops every stale entry of the index, in the map's own order.
+    fn compact(&mut self) {
+        let slots = &self.slots;
+        self.index.retain(|_, o| slots.holds(*o));
+        self.stale = 0;
+    }
+
+    /// The name of the object in slot `index`, as one string.
     pub(crate) fn name_of(&self, index: u32) -> Option<Arc<str>> {
-        self.by_index.get(&index).map(|(n, _)| n.clone())
+        let r = self.slots.named(index)?;
+        Some(self.table.display(r.base, r.number).into_owned())
     }
 
-    /// Forgets the name of a freed slot.
+    /// The name of the object in slot `index`.
+    pub(crate) fn name(&self, index: u32) -> Option<Name> {
+        let r = self.slots.named(index)?;
+        Some(self.table.name(r.base, r.number))
+    }
+
+    /// A [`Name`]'s string, if this table holds it.
+    pub(crate) fn name_string(&self, name: Name) -> Option<String> {
+        self.table.entry(name)?;
+        Some(self.table.display(name.base, name.number).to_string())
+    }
+
+    /// Forgets the name of a freed slot. Its index entry goes stale (see
+    /// the [module docs](self)).
+    #[inline]
     pub(crate) fn remove(&mut self, index: u32) {
-        let Some((name, key)) = self.by_index.remove(&index) else {
+        let Some(r) = self.slots.get_mut(index) else {
             return;
         };
-        if let Some(children) = self.by_outer.get_mut(&key) {
-            children.remove(&*name);
-            if children.is_empty() {
-                self.by_outer.remove(&key);
-            }
+        if r.serial == 0 {
+            return;
         }
+        r.serial = 0;
+        let base = r.base;
+        self.stale += 1;
+        self.table.release(base);
+    }
+
+    /// Strings in the table (live entries).
+    pub(crate) fn strings(&self) -> usize {
+        self.table.by_text.len()
     }
 }
 
@@ -112,25 +669,190 @@ mod tests {
         AnyObj::new(i, NonZeroU32::new(1 << 22).unwrap())
     }
 
+    fn text(s: &str) -> NameArg {
+        NameArg::Text(s.to_string())
+    }
+
+    fn name(n: &mut Names, o: AnyObj, outer: Option<AnyObj>, s: &str) {
+        let key = n.claim(outer, &text(s)).unwrap();
+        n.insert(o, key);
+    }
+
+    #[test]
+    fn the_parse_rule() {
+        let max = Name::MAX_NUMBER;
+        let cases: &[(&str, &str, Option<u32>)] = &[
+            ("Actor_123", "Actor", Some(123)),
+            ("A_0", "A", Some(0)),
+            ("A_01", "A_01", None),
+            ("A_00", "A_00", None),
+            ("A_", "A_", None),
+            ("A", "A", None),
+            ("_5", "_5", None),
+            ("5", "5", None),
+            ("A5", "A5", None),
+            ("A__5", "A_", Some(5)),
+            ("A_1_2", "A_1", Some(2)),
+            ("A_-1", "A_-1", None),
+            ("A_4294967294", "A", Some(max)),
+            ("A_4294967295", "A_4294967295", None),
+            ("A_99999999999999999999", "A_99999999999999999999", None),
+            ("Ünï_7", "Ünï", Some(7)),
+            ("A_٣", "A_٣", None), // not an ASCII digit
+        ];
+        for &(s, base, number) in cases {
+            let (b, n) = split(s);
+            assert_eq!((b, n.checked_sub(1)), (base, number), "{s:?}");
+            // Every string round-trips through its (base, number) form.
+            let back = match n.checked_sub(1) {
+                Some(n) => format!("{b}_{n}"),
+                None => b.to_string(),
+            };
+            assert_eq!(back, s);
+        }
+    }
+
     #[test]
     fn names_are_found_per_outer_and_forgotten_on_remove() {
         let mut n = Names::default();
         let (world, a, b) = (obj(0), obj(1), obj(2));
-        n.insert(a, Some(world), "Hero");
-        n.insert(b, None, "Hero");
+        name(&mut n, a, Some(world), "Hero");
+        name(&mut n, b, None, "Hero");
         assert_eq!(n.find(Some(world), "Hero"), Some(a));
         assert_eq!(n.find(None, "Hero"), Some(b));
         assert_eq!(n.find(Some(a), "Hero"), None);
         assert_eq!(n.name_of(1).as_deref(), Some("Hero"));
+        assert_eq!(n.strings(), 1, "one base for both");
         n.remove(1);
         assert_eq!(n.find(Some(world), "Hero"), None);
-        assert!(
-            !n.by_outer.contains_key(&world.to_bits()),
-            "empty outer dropped"
-        );
+        assert_eq!(n.find(None, "Hero"), Some(b));
         n.remove(2);
-        assert!(n.by_index.is_empty());
+        assert_eq!(n.index.len(), n.stale, "every entry is stale");
+        n.compact();
+        assert!(n.index.is_empty());
+        assert_eq!(n.strings(), 0, "the last use forgets the string");
         n.remove(2); // removing twice is harmless
+    }
+
+    #[test]
+    fn numbered_names_share_their_base() {
+        let mut n = Names::default();
+        for i in 0..10 {
+            name(&mut n, obj(i), None, &format!("Actor_{i}"));
+        }
+        name(&mut n, obj(10), None, "Actor_07");
+        assert_eq!(n.strings(), 2, "Actor and Actor_07");
+        assert_eq!(n.name_of(3).as_deref(), Some("Actor_3"));
+        assert_eq!(n.find(None, "Actor_7"), Some(obj(7)));
+        assert_eq!(n.find(None, "Actor_07"), Some(obj(10)));
+        assert_eq!(n.find(None, "Actor_11"), None);
+        assert_eq!(n.find(None, "Actor"), None);
+        let taken = n.claim(None, &text("Actor_3")).unwrap_err();
+        assert_eq!(
+            taken,
+            Error::NameTaken {
+                name: "Actor_3".into()
+            }
+        );
+    }
+
+    #[test]
+    fn freed_entries_are_reused_and_old_names_refused() {
+        let mut n = Names::default();
+        name(&mut n, obj(1), None, "One");
+        let old = n.name(1).unwrap();
+        assert_eq!(n.name_string(old).as_deref(), Some("One"));
+        n.remove(1);
+        assert_eq!(n.name_string(old), None);
+        name(&mut n, obj(2), None, "Two");
+        let new = n.name(2).unwrap();
+        assert_eq!(new.base, old.base, "the id is reused");
+        assert_ne!(new, old, "with a new generation");
+        assert_eq!(
+            n.claim(None, &NameArg::Name(old)),
+            Err(Error::StaleName(old))
+        );
+        assert_eq!(n.find_name(None, old), None);
+        assert_eq!(n.table.entries.len(), 1);
+        // Churn: the table stays at the live strings.
+        for i in 0..1000u32 {
+            name(&mut n, obj(10 + i), None, &format!("N{i}x"));
+            n.remove(10 + i);
+        }
+        assert_eq!(n.table.entries.len(), 2);
+        assert_eq!(n.strings(), 1);
+        // And the index does not keep the stale entries of the churn.
+        assert!(n.index.capacity() <= 16, "{}", n.index.capacity());
+    }
+
+    #[test]
+    fn stale_entries_are_overwritten_or_compacted() {
+        let mut n = Names::default();
+        name(&mut n, obj(1), None, "A_1");
+        n.remove(1);
+        assert_eq!((n.index.len(), n.stale), (1, 1));
+        assert_eq!(n.find(None, "A_1"), None, "a stale entry finds nothing");
+        assert_eq!(n.name_of(1), None);
+        // The same slot, a new object (next serial), the same name.
+        let again = AnyObj::new(1, NonZeroU32::new((1 << 22) + 1).unwrap());
+        name(&mut n, again, None, "A_1");
+        assert_eq!((n.index.len(), n.stale), (1, 0), "overwritten");
+        assert_eq!(n.find(None, "A_1"), Some(again));
+        // Many live names, then all freed, then as many new ones: the index
+        // stays within twice the most it held live.
+        for i in 0..100 {
+            name(&mut n, obj(10 + i), None, &format!("B_{i}"));
+        }
+        let most = n.index.capacity();
+        for round in 1..10 {
+            for i in 0..100 {
+                n.remove(10 + i);
+            }
+            for i in 0..100 {
+                let o = AnyObj::new(10 + i, NonZeroU32::new((1 << 22) + round).unwrap());
+                name(&mut n, o, None, &format!("B_{}", round * 100 + i));
+            }
+            assert!(n.index.capacity() <= 2 * most + 1, "round {round}");
+            assert_eq!(
+                n.find(None, &format!("B_{}", round * 100 + 5))
+                    .map(|o| o.index()),
+                Some(15)
+            );
+            assert_eq!(n.find(None, &format!("B_{}", round * 100 - 95)), None);
+        }
+    }
+
+    #[test]
+    fn interned_bases_are_kept_and_failed_claims_give_back() {
+        let mut n = Names::default();
+        let base = n.intern("Actor").unwrap();
+        assert_eq!(n.strings(), 1);
+        name(&mut n, obj(1), None, "Actor_1");
+        n.remove(1);
+        assert_eq!(
+            n.name_string(base.with_number(4)).as_deref(),
+            Some("Actor_4")
+        );
+        // A refused claim does not keep its string.
+        name(&mut n, obj(2), None, "Solo");
+        assert!(n.claim(None, &text("Solo")).is_err());
+        n.remove(2);
+        assert_eq!(n.strings(), 1);
+        let key = n.claim(None, &text("Gone")).unwrap();
+        n.release(key);
+        assert_eq!(n.strings(), 1);
+        assert_eq!(n.find(None, "Gone"), None);
+    }
+
+    #[test]
+    fn an_entry_whose_generation_runs_out_is_retired() {
+        let mut n = Names::default();
+        name(&mut n, obj(1), None, "A");
+        n.table.entries[0].generation = u32::MAX;
+        n.remove(1);
+        assert!(n.table.free.is_empty());
+        name(&mut n, obj(2), None, "B");
+        assert_eq!(n.table.entries.len(), 2);
     }
 
     #[test]
@@ -144,5 +866,14 @@ mod tests {
                 "{bad:?}"
             );
         }
+        // A number can complete the prefix: `Default_` + `_5`.
+        let mut n = Names::default();
+        let d = n.intern("Default_").unwrap();
+        assert_eq!(
+            n.claim(None, &NameArg::Name(d.with_number(5))),
+            Err(Error::InvalidName("Default__5".into()))
+        );
+        assert!(n.claim(None, &NameArg::Name(d)).is_ok());
+        assert!(n.intern("Default__X").is_err());
     }
 }

@@ -1,0 +1,212 @@
+//! The `names` workload: what naming costs coreobject at creation and at
+//! free (coreobject alone; the other libraries have no object names).
+//!
+//! In a fresh heap, `N` objects are created and then freed by one full
+//! collection, twice (the second round reuses the freed slots, under new
+//! names); the figures are the **second round's**, the steady state of a
+//! program that keeps naming and freeing objects: it pays for whatever the
+//! first round left to clean up (coreobject drops the index entries of
+//! freed names lazily). Three modes, each in its own heap:
+//!
+//! * **unnamed**: `heap.create`, or `spawn(..).outer(o)` for half of them;
+//! * **named**: the same, with `.name(actor.with_number(k))`, where `actor`
+//!   is the base `Actor` interned once (`Heap::intern`): no string work;
+//! * **named from strings**: the same names given as strings,
+//!   `.name(format!("Actor_{k}"))`, which formats, splits and looks up the
+//!   base each time.
+//!
+//! Every other object has an outer, one of 1,000 rooted outers created
+//! before the timing starts (so each outer holds about 500 names). All `N`
+//! objects are unreachable, and one `Heap::collect` frees exactly them; its
+//! time over `N` is the free cost per object. The allocator's fast bins are
+//! consolidated before each measurement (`alloc::settle`).
+//!
+//! Reported: create and free ns/object for each, and the ratios named /
+//! unnamed at create and at free (the target: at most 1.3x each).
+
+use std::time::Instant;
+
+use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Obj, Object};
+
+use crate::harness::{verify, Metric, Outcome, Peer, Run};
+
+/// The workload's parameters.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Objects per mode.
+    pub objects: usize,
+}
+
+/// Outers the objects with an outer are spread over.
+pub const OUTERS: usize = 1000;
+
+#[derive(Object)]
+struct Actor {
+    v: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Unnamed,
+    Named,
+    Strings,
+}
+
+/// The metrics, in table order.
+pub fn metrics() -> Vec<Metric> {
+    vec![
+        Metric::new("create_unnamed", "create, unnamed", "ns/object"),
+        Metric::new("create_named", "create, named (Name)", "ns/object"),
+        Metric::new(
+            "create_named_strings",
+            "create, named from strings",
+            "ns/object",
+        ),
+        Metric::new("free_unnamed", "free, unnamed", "ns/object"),
+        Metric::new("free_named", "free, named (Name)", "ns/object"),
+        Metric::new(
+            "free_named_strings",
+            "free, named from strings",
+            "ns/object",
+        ),
+        Metric::new("create_ratio", "create named / unnamed", "x"),
+        Metric::new("free_ratio", "free named / unnamed", "x"),
+    ]
+}
+
+/// One mode: (create ns/object, free ns/object) of each round, or what
+/// went wrong.
+fn measure(mode: Mode, n: usize) -> Result<[(f64, f64); 2], String> {
+    let mut heap = Heap::with_config(HeapConfig {
+        max_objects: ((n + OUTERS) as u32).max(HeapConfig::DEFAULT.max_objects),
+        gc: GcConfig::MANUAL,
+        ..HeapConfig::DEFAULT
+    })
+    .map_err(|e| e.to_string())?;
+    let outers: Vec<AnyObj> = (0..OUTERS)
+        .map(|i| {
+            heap.spawn(Actor { v: i as u64 })
+                .name(format!("Outer_{i}"))
+                .root()
+                .create()
+                .map(|h| h.any())
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let actor = heap.intern("Actor").map_err(|e| e.to_string())?;
+    let mut out = [(0.0, 0.0); 2];
+    for (round, figures) in out.iter_mut().enumerate() {
+        *figures = measure_round(&mut heap, mode, n, round * n, &outers, actor)?;
+    }
+    Ok(out)
+}
+
+/// One round: names `Actor_{first}` …; (create, free) ns/object.
+fn measure_round(
+    heap: &mut Heap,
+    mode: Mode,
+    n: usize,
+    first: usize,
+    outers: &[AnyObj],
+    actor: coreobject::Name,
+) -> Result<(f64, f64), String> {
+    let mut hs: Vec<Obj<Actor>> = Vec::with_capacity(n);
+    crate::alloc::settle();
+
+    let t = Instant::now();
+    for i in 0..n {
+        let value = Actor { v: i as u64 };
+        let h = if mode == Mode::Unnamed && i % 2 == 1 {
+            heap.create(value)
+        } else {
+            let mut s = heap.spawn(value);
+            if i % 2 == 0 {
+                s = s.outer(outers[(i / 2) % OUTERS]);
+            }
+            match mode {
+                Mode::Unnamed => s,
+                Mode::Named => s.name(actor.with_number((first + i) as u32)),
+                Mode::Strings => s.name(format!("Actor_{}", first + i)),
+            }
+            .create()
+            .map_err(|e| e.to_string())?
+        };
+        hs.push(h);
+    }
+    let create = t.elapsed();
+
+    // Spot checks: names resolve, in and out of outers.
+    let mut checks = vec![(heap.len() == n + OUTERS, format!("{} objects", heap.len()))];
+    if mode != Mode::Unnamed {
+        for i in [0, 1, n / 2, n - 1] {
+            let outer = (i % 2 == 0).then(|| outers[(i / 2) % OUTERS]);
+            let k = first + i;
+            let found = heap.find(outer, &format!("Actor_{k}"));
+            checks.push((
+                found == Some(hs[i].any()),
+                format!("Actor_{k} found as {found:?}"),
+            ));
+        }
+    }
+    let sum: u64 = hs.iter().map(|&h| heap[h].v).sum();
+    checks.push((sum == (n as u64) * (n as u64 - 1) / 2, format!("sum {sum}")));
+    drop(hs);
+    crate::alloc::settle();
+
+    let t = Instant::now();
+    let stats = heap.collect().map_err(|e| e.to_string())?;
+    let free = t.elapsed();
+    checks.push((stats.freed == n, format!("freed {} of {n}", stats.freed)));
+    checks.push((heap.len() == OUTERS, format!("{} left", heap.len())));
+    if mode != Mode::Unnamed {
+        checks.push((
+            heap.find(Some(outers[0]), &format!("Actor_{first}"))
+                .is_none(),
+            "a freed name is still found".into(),
+        ));
+    }
+    verify(&checks)?;
+    let per = |d: std::time::Duration| d.as_secs_f64() * 1e9 / n as f64;
+    Ok((per(create), per(free)))
+}
+
+/// Runs one repetition for `peer` (coreobject only).
+pub fn run(peer: Peer, p: &Params) -> Outcome {
+    if peer != Peer::CoreObject {
+        return Outcome::Na("no object names");
+    }
+    let n = p.objects;
+    let all = [Mode::Unnamed, Mode::Named, Mode::Strings].map(|m| measure(m, n));
+    let [[u1, unnamed], [n1, named], [s1, strings]] = match all {
+        [Ok(a), Ok(b), Ok(c)] => [a, b, c],
+        [a, b, c] => {
+            let why: Vec<String> = [a, b, c].into_iter().filter_map(Result::err).collect();
+            return Outcome::Ran(Run {
+                values: vec![f64::NAN; metrics().len()],
+                extra: Vec::new(),
+                check: Err(why.join("; ")),
+            });
+        }
+    };
+    Outcome::Ran(Run {
+        values: vec![
+            unnamed.0,
+            named.0,
+            strings.0,
+            unnamed.1,
+            named.1,
+            strings.1,
+            named.0 / unnamed.0,
+            named.1 / unnamed.1,
+        ],
+        extra: vec![
+            ("first_round_create_unnamed", u1.0),
+            ("first_round_create_named", n1.0),
+            ("first_round_create_named_strings", s1.0),
+            ("first_round_free_unnamed", u1.1),
+            ("first_round_free_named", n1.1),
+            ("first_round_free_named_strings", s1.1),
+        ],
+        check: Ok(()),
+    })
+}

@@ -1,0 +1,353 @@
+//! A model test of the name index.
+//!
+//! Random sequences of operations (create with or without a name and an
+//! outer, by string or by interned [`Name`], unroot, collect, find, find by
+//! path) run against a [`Heap`] and against a model: a `HashMap` from
+//! (outer, name string) to the object, plus each object's name, outer and
+//! root flag. Names include numeric suffixes and the edges of the parse rule
+//! (`A_0`, `A_01`, `A_`, plain `A`, numbers at and past the largest). After
+//! every operation, every live object's name, display name and path match
+//! the model, every model entry is found by `find`, `find_name` and
+//! `find_path`, and names not in the model are found nowhere. Collections
+//! free what the model says is unreachable (roots and their outer chains
+//! survive), so slots and index entries are reused.
+//!
+//! Two more tests: interned strings survive while any object uses them,
+//! and the table does not grow when names churn.
+
+use std::collections::{HashMap, HashSet};
+
+use coreobject::{AnyObj, Error, Heap, Name, Object};
+use proptest::prelude::*;
+
+#[derive(Object, Default)]
+struct Cell;
+
+/// Names the test draws from: the parse rule's edges, and a few numbered
+/// families.
+const POOL: &[&str] = &[
+    "A",
+    "A_0",
+    "A_00",
+    "A_01",
+    "A_1",
+    "A_",
+    "A__1",
+    "_1",
+    "A_4294967294",
+    "A_4294967295",
+    "A_99999999999",
+    "B",
+    "B_7",
+    "Actor_123",
+];
+
+#[derive(Clone, Debug)]
+enum NameGen {
+    Pool(usize),
+    /// `Actor_<n>` or `Level_<n>`.
+    Numbered(bool, u32),
+}
+
+impl NameGen {
+    fn text(&self) -> String {
+        match self {
+            NameGen::Pool(i) => POOL[i % POOL.len()].to_string(),
+            NameGen::Numbered(actor, n) => {
+                format!("{}_{n}", if *actor { "Actor" } else { "Level" })
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Create {
+        name: Option<NameGen>,
+        /// Index into the live objects (mod their count), if any.
+        outer: Option<usize>,
+        root: bool,
+        /// Name it through `Heap::intern` + a `Name` instead of a string.
+        by_name: bool,
+    },
+    Unroot(usize),
+    Collect,
+    Find(NameGen, Option<usize>),
+}
+
+fn name_gen() -> impl Strategy<Value = NameGen> {
+    prop_oneof![
+        2 => any::<usize>().prop_map(NameGen::Pool),
+        1 => (any::<bool>(), 0u32..6).prop_map(|(a, n)| NameGen::Numbered(a, n)),
+        1 => (any::<bool>(), prop_oneof![Just(u32::MAX - 1), Just(u32::MAX), any::<u32>()])
+            .prop_map(|(a, n)| NameGen::Numbered(a, n)),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (
+            prop::option::weighted(0.8, name_gen()),
+            prop::option::of(any::<usize>()),
+            prop::bool::weighted(0.6),
+            any::<bool>(),
+        )
+            .prop_map(|(name, outer, root, by_name)| Op::Create { name, outer, root, by_name }),
+        2 => any::<usize>().prop_map(Op::Unroot),
+        1 => Just(Op::Collect),
+        2 => (name_gen(), prop::option::of(any::<usize>())).prop_map(|(n, o)| Op::Find(n, o)),
+    ]
+}
+
+#[derive(Clone, Debug)]
+struct Live {
+    name: Option<String>,
+    outer: Option<AnyObj>,
+    rooted: bool,
+}
+
+#[derive(Default)]
+struct Model {
+    names: HashMap<(Option<AnyObj>, String), AnyObj>,
+    live: HashMap<AnyObj, Live>,
+    /// Live objects in creation order (for picking by index).
+    order: Vec<AnyObj>,
+}
+
+impl Model {
+    fn pick(&self, i: usize) -> Option<AnyObj> {
+        (!self.order.is_empty()).then(|| self.order[i % self.order.len()])
+    }
+
+    /// Frees what no root reaches (an inner keeps its outer alive).
+    fn collect(&mut self) -> usize {
+        let mut keep: HashSet<AnyObj> = HashSet::new();
+        for (&h, l) in &self.live {
+            if l.rooted {
+                let mut cur = Some(h);
+                while let Some(c) = cur {
+                    if !keep.insert(c) {
+                        break;
+                    }
+                    cur = self.live[&c].outer;
+                }
+            }
+        }
+        let before = self.live.len();
+        self.live.retain(|h, _| keep.contains(h));
+        self.order.retain(|h| keep.contains(h));
+        self.names.retain(|_, h| keep.contains(h));
+        before - self.live.len()
+    }
+
+    fn path(&self, h: AnyObj) -> Option<String> {
+        let mut parts = Vec::new();
+        let mut cur = Some(h);
+        while let Some(c) = cur {
+            parts.push(self.live[&c].name.clone()?);
+            cur = self.live[&c].outer;
+        }
+        parts.reverse();
+        Some(parts.join("."))
+    }
+}
+
+/// Whether `s` is a name `Spawn::name` accepts.
+fn valid(s: &str) -> bool {
+    !s.is_empty() && !s.contains('.') && !s.starts_with("Default__")
+}
+
+fn check(heap: &Heap, m: &Model) {
+    assert_eq!(heap.len(), m.live.len());
+    for (&h, l) in &m.live {
+        assert_eq!(heap.name_of(h).as_deref(), l.name.as_deref(), "{h:?}");
+        let name = heap.name(h);
+        assert_eq!(name.is_some(), l.name.is_some());
+        if let Some(n) = name {
+            assert_eq!(heap.name_string(n), l.name);
+            assert_eq!(heap.find_name(l.outer, n), Some(h));
+        }
+        let display = heap.display_name(h).unwrap();
+        match &l.name {
+            Some(n) => assert_eq!(&display, n),
+            None => assert_eq!(display, format!("Cell_{}", h.index())),
+        }
+        if let Some(p) = m.path(h) {
+            assert_eq!(heap.path_name(h).as_deref(), Some(p.as_str()));
+            assert_eq!(heap.find_path(&p), Some(h), "{p}");
+        }
+    }
+    for ((outer, name), &h) in &m.names {
+        assert_eq!(heap.find(*outer, name), Some(h), "{outer:?} {name}");
+    }
+}
+
+fn run(ops: &[Op]) {
+    let mut heap = Heap::new();
+    let mut m = Model::default();
+    for op in ops {
+        match op {
+            Op::Create {
+                name,
+                outer,
+                root,
+                by_name,
+            } => {
+                let outer = outer.and_then(|i| m.pick(i));
+                let text = name.as_ref().map(NameGen::text);
+                let mut s = heap.spawn(Cell);
+                if let Some(o) = outer {
+                    s = s.outer(o);
+                }
+                if let Some(t) = &text {
+                    s = if *by_name {
+                        match heap.intern(t) {
+                            Ok(n) => s.name(n),
+                            Err(e) => {
+                                assert!(!valid(t), "{t}: {e}");
+                                continue;
+                            }
+                        }
+                    } else {
+                        s.name(t.as_str())
+                    };
+                }
+                if *root {
+                    s = s.root();
+                }
+                let got = s.create();
+                match &text {
+                    Some(t) if !valid(t) => {
+                        assert_eq!(got.unwrap_err(), Error::InvalidName(t.clone()));
+                        continue;
+                    }
+                    Some(t) if m.names.contains_key(&(outer, t.clone())) => {
+                        assert_eq!(got.unwrap_err(), Error::NameTaken { name: t.clone() });
+                        continue;
+                    }
+                    _ => {}
+                }
+                let h = got.unwrap().any();
+                if let Some(t) = &text {
+                    m.names.insert((outer, t.clone()), h);
+                }
+                m.live.insert(
+                    h,
+                    Live {
+                        name: text,
+                        outer,
+                        rooted: *root,
+                    },
+                );
+                m.order.push(h);
+            }
+            Op::Unroot(i) => {
+                if let Some(h) = m.pick(*i) {
+                    heap.remove_from_root(h).unwrap();
+                    m.live.get_mut(&h).unwrap().rooted = false;
+                }
+            }
+            Op::Collect => {
+                let freed = m.collect();
+                assert_eq!(heap.collect().unwrap().freed, freed);
+            }
+            Op::Find(name, outer) => {
+                let outer = outer.and_then(|i| m.pick(i));
+                let t = name.text();
+                let want = m.names.get(&(outer, t.clone())).copied();
+                assert_eq!(heap.find(outer, &t), want, "{outer:?} {t}");
+                if outer.is_none() {
+                    assert_eq!(heap.find_path(&t), want, "{t}");
+                }
+            }
+        }
+        check(&heap, &m);
+    }
+    // Everything unrooted and collected: no name is left.
+    for h in m.order.clone() {
+        heap.remove_from_root(h).unwrap();
+    }
+    heap.collect().unwrap();
+    assert!(heap.is_empty());
+    for (outer, name) in m.names.keys() {
+        assert_eq!(heap.find(*outer, name), None);
+    }
+}
+
+/// Operations per case (fewer under miri).
+const MAX_OPS: usize = if cfg!(miri) { 25 } else { 120 };
+
+proptest! {
+    #![proptest_config(if cfg!(miri) {
+        // Under miri: a few cases, and no regression file (its isolation
+        // keeps the file system away).
+        ProptestConfig { cases: 3, failure_persistence: None, ..ProptestConfig::default() }
+    } else {
+        ProptestConfig { cases: 256, ..ProptestConfig::default() }
+    })]
+
+    #[test]
+    fn the_name_index_matches_the_model(ops in prop::collection::vec(op(), 1..MAX_OPS)) {
+        run(&ops);
+    }
+}
+
+#[test]
+fn interned_strings_survive_while_an_object_uses_them() {
+    let mut heap = Heap::new();
+    let keep = heap.spawn(Cell).name("Keeper_5").root().create().unwrap();
+    let n = heap.name(keep).unwrap();
+    let temp = heap.spawn(Cell).name("Temp").create().unwrap();
+    let temp_name = heap.name(temp).unwrap();
+    assert_eq!(heap.name_table_len(), 2);
+    heap.collect().unwrap();
+    // `Temp` had no other user: forgotten, and its `Name` is refused.
+    assert_eq!(heap.name_table_len(), 1);
+    assert_eq!(heap.name_string(temp_name), None);
+    assert_eq!(
+        heap.spawn(Cell).name(temp_name).create().unwrap_err(),
+        Error::StaleName(temp_name)
+    );
+    // `Keeper` is still used: its `Name` still works, with other numbers too.
+    for i in 0..4 {
+        heap.spawn(Cell)
+            .name(format!("Other_{i}"))
+            .create()
+            .unwrap();
+        heap.collect().unwrap();
+    }
+    assert_eq!(heap.name_string(n).as_deref(), Some("Keeper_5"));
+    let k6 = heap
+        .spawn(Cell)
+        .name(n.with_number(6))
+        .root()
+        .create()
+        .unwrap();
+    assert_eq!(heap.find_path("Keeper_6"), Some(k6.any()));
+    // An interned base outlives every object.
+    let base: Name = heap.intern("Pinned").unwrap();
+    heap.spawn(Cell).name(base.with_number(1)).create().unwrap();
+    heap.collect().unwrap();
+    assert_eq!(heap.name_string(base).as_deref(), Some("Pinned"));
+    assert_eq!(heap.name_table_len(), 2, "Keeper and Pinned");
+}
+
+#[test]
+fn the_table_does_not_grow_when_names_churn() {
+    let mut heap = Heap::new();
+    let rounds = if cfg!(miri) { 5 } else { 200 };
+    let keep = heap.spawn(Cell).name("Root").root().create().unwrap();
+    for r in 0..rounds {
+        for i in 0..20 {
+            // A new base string every time, under the root and at the top.
+            let s = format!("N{r}x{i}");
+            heap.spawn(Cell).name(s.as_str()).create().unwrap();
+            heap.spawn(Cell).outer(keep).name(s).create().unwrap();
+        }
+        assert!(heap.name_table_len() <= 41);
+        heap.collect().unwrap();
+        assert_eq!(heap.name_table_len(), 1, "round {r}: only Root is left");
+    }
+    assert_eq!(heap.find(None, "N0x0"), None);
+    assert_eq!(heap.find_path("Root"), Some(keep.any()));
+}
