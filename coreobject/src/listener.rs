@@ -81,18 +81,37 @@ impl<F: Fn(&ObjectEvent) + Send + Sync + 'static> DeleteListener for F {
 pub struct HookId(pub(crate) u64);
 
 /// Registered listeners, in registration order.
+/// A delete listener that hears a purge slice's deletions at once.
+pub(crate) type BatchListener = Box<dyn Fn(&[ObjectEvent]) + Send + Sync>;
+
 #[derive(Default)]
 pub(crate) struct Listeners {
     pub(crate) create: Vec<(HookId, Box<dyn CreateListener>)>,
     pub(crate) delete: Vec<(HookId, Box<dyn DeleteListener>)>,
+    /// Batch delete listeners ([`Heap::on_delete_batch`](crate::Heap::on_delete_batch)).
+    pub(crate) delete_batch: Vec<(HookId, BatchListener)>,
 }
 
 impl Listeners {
     pub(crate) fn remove(&mut self, id: HookId) -> bool {
-        let before = self.create.len() + self.delete.len();
+        let count = |l: &Self| l.create.len() + l.delete.len() + l.delete_batch.len();
+        let before = count(self);
         self.create.retain(|(i, _)| *i != id);
         self.delete.retain(|(i, _)| *i != id);
-        before != self.create.len() + self.delete.len()
+        self.delete_batch.retain(|(i, _)| *i != id);
+        before != count(self)
+    }
+
+    /// Hands `events` (deletions, in the order they happened) to every batch
+    /// delete listener, the most recently added first, and empties it.
+    pub(crate) fn deliver_batch(&self, events: &mut Vec<ObjectEvent>, caught: &mut Caught) {
+        if events.is_empty() {
+            return;
+        }
+        for (_, l) in self.delete_batch.iter().rev() {
+            guard(caught, || l(events));
+        }
+        events.clear();
     }
 
     pub(crate) fn allocated_size(&self) -> usize {

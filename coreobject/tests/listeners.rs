@@ -694,3 +694,104 @@ fn class_default_objects() {
     assert_eq!(heap.class_default::<Gun>(), Some(cdo));
     assert_eq!(heap[cdo].ammo, 1);
 }
+
+// ---------------------------------------------------------------- batches
+
+/// Hooks that keep an object pending for one poll, so that some deletions
+/// happen in a tick after the cycle.
+#[derive(Object, Default)]
+#[object(lifecycle)]
+struct Slow {
+    polls: std::sync::atomic::AtomicU32,
+}
+
+impl coreobject::Lifecycle for Slow {
+    fn is_ready_for_finish_destroy(&mut self) -> bool {
+        self.polls.fetch_add(1, SeqCst) >= 1
+    }
+}
+
+/// Per-object and batch delete listeners side by side, under sliced purges
+/// and deferred finishes: each hears every deletion exactly once, the
+/// batches in the order the per-object listener heard them, one call per
+/// slice that freed something.
+#[test]
+fn batch_and_per_object_delete_listeners_hear_every_deletion_once() {
+    let mut heap = Heap::with_config(HeapConfig {
+        gc: coreobject::GcConfig {
+            incremental_debt: None,
+            ..coreobject::GcConfig::MANUAL
+        },
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap();
+    let single: Arc<Mutex<Vec<AnyObj>>> = Arc::default();
+    let batches: Arc<Mutex<Vec<Vec<AnyObj>>>> = Arc::default();
+    let s = single.clone();
+    heap.on_delete(move |e: &ObjectEvent| s.lock().unwrap().push(e.object));
+    let b = batches.clone();
+    heap.on_delete_batch(move |events: &[ObjectEvent]| {
+        assert!(!events.is_empty(), "no empty batches");
+        b.lock()
+            .unwrap()
+            .push(events.iter().map(|e| e.object).collect());
+    });
+    let n = if cfg!(miri) { 40 } else { 2_000 };
+    let mut made = HashSet::new();
+    for i in 0..n {
+        let h = if i % 10 == 0 {
+            heap.create(Slow::default()).any()
+        } else {
+            heap.create(Actor::default()).any()
+        };
+        made.insert(h);
+    }
+    let mut slices = 0;
+    while heap.step(64).completed.is_none() {
+        slices += 1;
+    }
+    // The slow ones finish in a later tick.
+    while heap.pending_destroy() > 0 {
+        heap.tick(std::time::Duration::from_millis(1));
+    }
+    let single = single.lock().unwrap().clone();
+    let batches = batches.lock().unwrap().clone();
+    let flat: Vec<AnyObj> = batches.iter().flatten().copied().collect();
+    assert_eq!(single.len(), n);
+    assert_eq!(flat, single, "batches in the per-object order");
+    assert_eq!(
+        single.iter().copied().collect::<HashSet<_>>(),
+        made,
+        "each once"
+    );
+    assert!(batches.len() > 2 && slices > 2, "{} batches", batches.len());
+    assert!(flat.iter().all(|&h| !heap.contains(h)), "stale when heard");
+}
+
+/// A batch listener does not keep a stop-the-world purge from dropping
+/// values on the marking workers.
+#[test]
+#[cfg_attr(miri, ignore = "starts parallel-marking workers")]
+fn a_batch_listener_keeps_parallel_drops() {
+    let mut heap = Heap::with_config(HeapConfig {
+        gc: coreobject::GcConfig {
+            threads: 2,
+            parallel_threshold: 0,
+            parallel_drop: true,
+            ..coreobject::GcConfig::MANUAL
+        },
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = count.clone();
+    heap.on_delete_batch(move |events: &[ObjectEvent]| {
+        c.fetch_add(events.len(), SeqCst);
+    });
+    for _ in 0..20_000 {
+        heap.create(Actor::default());
+    }
+    let stats = heap.collect().unwrap();
+    assert_eq!((stats.freed, stats.drop_threads), (20_000, 2));
+    assert_eq!(count.load(SeqCst), 20_000);
+}

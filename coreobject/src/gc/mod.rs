@@ -284,6 +284,9 @@ pub(crate) struct Collector {
     greyed: Mutex<Vec<AnyObj>>,
     /// Objects waiting for `is_ready_for_finish_destroy` (classes with hooks only).
     pending: Vec<Pending>,
+    /// Deletions a purge slice gathers for the batch delete listeners (kept
+    /// for its buffer).
+    deleted: Vec<crate::listener::ObjectEvent>,
     /// When the collector was made: pending objects note their wait from it.
     epoch: std::time::Instant,
     /// The previous root-candidate list, kept for its buffer.
@@ -317,6 +320,7 @@ impl Collector {
             regrey: Vec::new(),
             greyed: Mutex::new(Vec::new()),
             pending: Vec::new(),
+            deleted: Vec::new(),
             epoch: std::time::Instant::now(),
             roots_scratch: Vec::new(),
             bytes_since_gc: AtomicUsize::new(0),

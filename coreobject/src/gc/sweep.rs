@@ -247,6 +247,7 @@ impl Collector {
                             && cycle.stats.unreachable >= PARALLEL_DROP_MIN
                     });
                     let mut doomed = pool.map(|_| Doomed::default());
+                    let mut batch = std::mem::take(&mut self.deleted);
                     let marks = std::mem::take(&mut stage.array.condemned.marks);
                     let stats = &mut cycle.stats;
                     let resume = walk_zeros(&marks, start, to, budget, |i| {
@@ -269,7 +270,8 @@ impl Collector {
                         {
                             prefetch_line(p.as_ptr());
                         }
-                        stats.freed_bytes += free_one(stage, i, caught, doomed.as_mut());
+                        stats.freed_bytes +=
+                            free_one(stage, i, caught, doomed.as_mut(), &mut batch);
                         stats.freed += 1;
                         if costly {
                             Cost::Costly
@@ -292,6 +294,8 @@ impl Collector {
                         }
                         stage.array.release(doomed, caught);
                     }
+                    stage.listeners.deliver_batch(&mut batch, caught);
+                    self.deleted = batch;
                     cycle.stats.destroy += tf.elapsed();
                     if let Some(next) = resume {
                         cycle.step = Step::Free(next);
@@ -340,10 +344,13 @@ impl Collector {
             finish(stage, i, caught);
         }
         let mut freed = Freed::default();
+        let mut batch = std::mem::take(&mut self.deleted);
         for i in ready {
-            freed.bytes += free_one(stage, i, caught, None);
+            freed.bytes += free_one(stage, i, caught, None, &mut batch);
             freed.objects += 1;
         }
+        stage.listeners.deliver_batch(&mut batch, caught);
+        self.deleted = batch;
         freed
     }
 }
@@ -399,6 +406,7 @@ fn free_one(
     index: u32,
     caught: &mut Caught,
     doomed: Option<&mut Doomed>,
+    batch: &mut Vec<ObjectEvent>,
 ) -> usize {
     let item = stage.array.at(index);
     let this = handle_of(item, index);
@@ -407,14 +415,18 @@ fn free_one(
         let outer = stage.array.outer(this, 0).expect("freeing a live object");
         (outer, item.flags() & flags::OUTER != 0)
     });
-    if !stage.listeners.delete.is_empty() {
+    let listeners = stage.listeners;
+    if !listeners.delete.is_empty() || !listeners.delete_batch.is_empty() {
         let header = stage.array.header(this, 0).expect("freeing a live object");
         let event = ObjectEvent {
             object: this,
             class: header.class(),
         };
-        for (_, l) in stage.listeners.delete.iter().rev() {
+        for (_, l) in listeners.delete.iter().rev() {
             guard(caught, || l.on_delete(&event));
+        }
+        if !listeners.delete_batch.is_empty() {
+            batch.push(event);
         }
     }
     if item.flags() & flags::NAMED != 0 {
