@@ -210,6 +210,28 @@ pub struct GcConfig {
     /// assert_eq!((stats.freed, stats.drop_threads), (20_000, 2));
     /// ```
     pub parallel_drop: bool,
+    /// Generational collection: keep, between cycles, the set of old objects
+    /// the program changed (the write barrier in [`Heap::get_mut`](crate::Heap::get_mut),
+    /// and the read barrier of interior-mutable classes), so that minor
+    /// cycles ([`Heap::collect_minor`](crate::Heap::collect_minor),
+    /// [`young_threshold`](Self::young_threshold)) can skip the old objects
+    /// that did not change. Costs one more call in `get_mut` (a bitmap test,
+    /// and a push the first time an old object changes after a cycle). With
+    /// `false`, a minor cycle asked for runs as a major one. Takes effect
+    /// when the next cycle completes.
+    pub generational: bool,
+    /// With [`generational`](Self::generational): [`Heap::tick`](crate::Heap::tick)
+    /// starts a **minor** cycle when the objects the collector considers
+    /// have grown by this many since the last cycle. The other triggers start
+    /// major cycles, [`growth`](Self::growth) counting from the last major
+    /// cycle's survivors.
+    pub young_threshold: Option<usize>,
+    /// Whether [`Heap::tick`](crate::Heap::tick) may start a major cycle on
+    /// its own (interval, object count, bytes, growth). `false` leaves only
+    /// minor cycles to `tick`: a game can forbid the long full collections
+    /// during play and call [`Heap::collect`](crate::Heap::collect) at a
+    /// loading screen. [`every_frame`](Self::every_frame) still collects.
+    pub automatic_majors: bool,
 }
 
 impl GcConfig {
@@ -250,6 +272,9 @@ impl GcConfig {
         threads: 1,
         parallel_threshold: 50_000,
         parallel_drop: false,
+        generational: true,
+        young_threshold: None,
+        automatic_majors: true,
     };
 
     /// Collect only when asked.

@@ -21,7 +21,9 @@ use crate::class::{Building, Class, Object};
 use crate::config::{GcConfig, HeapConfig};
 use crate::error::{CapReport, ConfigError, Error, PoolError, ResolveError};
 use crate::gc::debug::{MemoryReport, RefChain, Reports};
-use crate::gc::{CollectStats, Collector, GcTotals, Phase, PreCollect, Stage, Tick, Trigger};
+use crate::gc::{
+    CollectStats, Collector, CycleKind, GcTotals, Phase, PreCollect, Stage, Tick, Trigger,
+};
 use crate::handle::{AnyObj, Handle, Obj, Weak};
 use crate::inners::Inners;
 use crate::lifecycle::Caught;
@@ -272,13 +274,20 @@ impl Heap {
         let lease = serial::acquire(config.generation_bits).ok_or(Error::TooManyHeaps {
             live_limit: serial::LIVE_LIMIT,
         })?;
+        let mut array = ObjectArray::new(
+            config.max_objects,
+            config.preallocate,
+            config.disregard_pool_size,
+            lease,
+        );
+        if config.gc.generational {
+            // Every object starts young: the allocator records them for the
+            // first minor cycle, and the barriers watch from the start.
+            array.start_recording();
+            array.watch(true);
+        }
         Ok(Heap {
-            array: ObjectArray::new(
-                config.max_objects,
-                config.preallocate,
-                config.disregard_pool_size,
-                lease,
-            ),
+            array,
             names: RwLock::new(Names::default()),
             inners: Mutex::new(Inners::default()),
             inners_on: AtomicBool::new(false),
@@ -871,7 +880,9 @@ impl Heap {
         if item.flags() & (flags::DISREGARD | flags::DEFAULT_OBJECT) != 0 {
             return Err(Error::Permanent(h));
         }
-        item.set(flags::GARBAGE);
+        if item.set(flags::GARBAGE) & flags::GARBAGE == 0 {
+            self.gc.note_garbage(h);
+        }
         Ok(())
     }
 
@@ -1502,7 +1513,54 @@ impl Heap {
             return Err(Error::GcDisabled);
         }
         let (gc, stage) = self.stage();
-        Ok(gc.collect(stage, Trigger::Explicit))
+        Ok(gc.collect(stage, Trigger::Explicit, CycleKind::Major))
+    }
+
+    /// Runs a **minor** cycle now (finishing first any cycle in flight): it
+    /// marks from the roots, the referencers, the old objects changed since
+    /// the last cycle (through [`get_mut`](Self::get_mut), or borrowed at all
+    /// if their class is interior-mutable) and the young objects reachable
+    /// from those, and frees the young objects it did not reach and every
+    /// object marked as garbage. Objects that survived an earlier cycle are
+    /// taken as alive, so an old object that became unreachable waits for
+    /// the next major cycle ([`collect`](Self::collect)), and so does what
+    /// only it references. Its cost follows what the program created and
+    /// changed since the last cycle, not the size of the heap.
+    ///
+    /// Without [`GcConfig::generational`](crate::GcConfig::generational)
+    /// since the last cycle completed, it runs a major cycle instead
+    /// ([`CollectStats::kind`] says which ran). Refused with
+    /// [`Error::GcDisabled`] while the collector is disabled.
+    ///
+    /// # Panics
+    /// As [`collect`](Self::collect).
+    ///
+    /// ```
+    /// use coreobject::{CycleKind, Heap, Obj, Object};
+    /// #[derive(Object, Default)]
+    /// struct Node { next: Vec<Obj<Node>> }
+    /// let mut heap = Heap::new();
+    /// let world = heap.spawn(Node::default()).root().create().unwrap();
+    /// for _ in 0..1_000 {
+    ///     let n = heap.create(Node::default());
+    ///     heap[world].next.push(n);
+    /// }
+    /// heap.collect().unwrap(); // the world is old now
+    /// let kept = heap.create(Node::default());
+    /// heap[world].next.push(kept); // remembered: `world` is old and changed
+    /// heap.create(Node::default()); // young garbage
+    /// let stats = heap.collect_minor().unwrap();
+    /// assert_eq!(stats.kind, CycleKind::Minor);
+    /// assert_eq!((stats.young, stats.remembered, stats.freed), (2, 1, 1));
+    /// assert!(stats.marked < 10, "old objects are not marked again");
+    /// assert!(heap.contains(kept));
+    /// ```
+    pub fn collect_minor(&mut self) -> Result<CollectStats, Error> {
+        if !self.gc.is_enabled() {
+            return Err(Error::GcDisabled);
+        }
+        let (gc, stage) = self.stage();
+        Ok(gc.collect(stage, Trigger::Explicit, CycleKind::Minor))
     }
 
     /// Advances the collector by one frame of `dt`.
@@ -1580,7 +1638,14 @@ impl Heap {
     /// ```
     pub fn step(&mut self, work: usize) -> Tick {
         let (gc, stage) = self.stage();
-        gc.step(stage, work)
+        gc.step(stage, work, CycleKind::Major)
+    }
+
+    /// [`step`](Self::step), starting a minor cycle (see
+    /// [`collect_minor`](Self::collect_minor)) if none is in flight.
+    pub fn step_minor(&mut self, work: usize) -> Tick {
+        let (gc, stage) = self.stage();
+        gc.step(stage, work, CycleKind::Minor)
     }
 
     /// Where the collector is: idle, marking or purging a cycle.

@@ -70,6 +70,8 @@ struct MObj {
     slot: Option<usize>,
     map: BTreeMap<u8, usize>,
     weak: Vec<usize>,
+    /// Survived a collection: a minor cycle takes it as alive.
+    old: bool,
 }
 
 impl MObj {
@@ -85,6 +87,7 @@ impl MObj {
             slot: None,
             map: BTreeMap::new(),
             weak: Vec::new(),
+            old: false,
         }
     }
 
@@ -140,6 +143,9 @@ enum Op {
     RefRemove(Index),
     ToggleReferencer,
     Collect,
+    /// A minor cycle: frees the young objects that neither the roots nor
+    /// any old object reaches, and every object marked as garbage.
+    CollectMinor,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -164,6 +170,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<Index>().prop_map(Op::RefRemove),
         1 => Just(Op::ToggleReferencer),
         3 => Just(Op::Collect),
+        3 => Just(Op::CollectMinor),
     ]
 }
 
@@ -417,6 +424,7 @@ impl World {
                 None => self.ext_id = Some(self.heap.add_referencer(self.ext.clone())),
             },
             Op::Collect => self.collect_and_check(),
+            Op::CollectMinor => self.collect_minor_and_check(),
         }
         self.check_handles();
     }
@@ -450,6 +458,12 @@ impl World {
     /// are not visited as targets: they are never marked).
     fn reachable(&self) -> BTreeSet<usize> {
         let (starts, _) = self.model_roots();
+        self.reachable_from(starts)
+    }
+
+    /// What a BFS reaches from `starts` through objects not marked as
+    /// garbage (pool objects are not visited as targets).
+    fn reachable_from(&self, starts: Vec<usize>) -> BTreeSet<usize> {
         let mut seen = BTreeSet::new();
         let mut queue: VecDeque<usize> = starts.into();
         while let Some(i) = queue.pop_front() {
@@ -460,6 +474,46 @@ impl World {
             queue.extend(m.strong_edges());
         }
         seen
+    }
+
+    /// A minor cycle, checked exactly: old objects (alive after the last
+    /// collection) are taken as alive, so the young objects freed are those
+    /// that neither the roots nor any old object that is not garbage
+    /// reaches; every object marked as garbage goes too.
+    fn collect_minor_and_check(&mut self) {
+        let (mut starts, _) = self.model_roots();
+        starts.extend(
+            (0..self.objs.len()).filter(|&i| self.objs[i].old && self.objs[i].resolvable()),
+        );
+        let kept = self.reachable_from(starts);
+        let doomed: Vec<usize> = (0..self.objs.len())
+            .filter(|&i| {
+                let m = &self.objs[i];
+                m.alive && !m.pool && (m.garbage || (!m.old && !kept.contains(&i)))
+            })
+            .collect();
+        let young_kept = (0..self.objs.len())
+            .filter(|&i| {
+                let m = &self.objs[i];
+                m.alive && !m.pool && !m.old && !m.garbage && kept.contains(&i)
+            })
+            .count();
+        let stats = self.heap.collect_minor().expect("collector enabled");
+        self.collections += 1;
+        assert_eq!(stats.kind, coreobject::CycleKind::Minor);
+        for &i in &doomed {
+            self.objs[i].alive = false;
+        }
+        self.total_freed += doomed.len() as u64;
+        let live = self.objs.iter().filter(|m| m.alive).count();
+        assert_eq!(stats.freed, doomed.len(), "freed by the minor cycle");
+        assert_eq!(stats.unreachable, doomed.len(), "unreachable");
+        assert_eq!(stats.promoted, young_kept, "promoted");
+        assert_eq!(stats.live, live, "live");
+        let totals = self.heap.gc_totals();
+        assert_eq!(totals.collections, self.collections);
+        assert_eq!(totals.total_freed, self.total_freed);
+        self.check_survivors(&kept);
     }
 
     fn collect_and_check(&mut self) {
@@ -495,7 +549,15 @@ impl World {
         assert_eq!(totals.last_freed, doomed.len());
         assert_eq!(totals.total_freed, self.total_freed);
         assert_eq!(self.heap.last_collection(), Some(&stats));
+        self.check_survivors(&reach);
+    }
 
+    /// Every survivor kept its fields, and every object the model says is
+    /// alive resolves; all of them are old now.
+    fn check_survivors(&mut self, reach: &BTreeSet<usize>) {
+        for m in self.objs.iter_mut() {
+            m.old = m.alive;
+        }
         // Every survivor kept its fields.
         for (i, m) in self.objs.iter().enumerate() {
             let Some(node) = self.heap.get_even_if_garbage(m.h) else {

@@ -64,8 +64,13 @@ struct ModelObj {
     locked: Vec<u64>,
     rooted: bool,
     garbage: bool,
-    /// The cycle (by completion count) by whose completion it must be gone.
+    /// The major cycle (by major completion count) by whose completion it
+    /// must be gone.
     doomed_by: Option<u64>,
+    /// Created while no cycle was in flight, after this many cycles (of
+    /// either kind) had completed: young for a minor cycle that starts
+    /// before another completes.
+    young_at: Option<u64>,
 }
 
 struct Model {
@@ -156,8 +161,14 @@ fn run(seed: u64, ops: usize, threads: usize) {
         dead: HashSet::new(),
         next_id: 0,
     };
+    // Major cycles completed, and whether one is in flight (unreachable
+    // objects are due by majors); cycles of either kind completed, and
+    // whether a minor one is in flight.
     let mut completed = 0u64;
     let mut in_cycle = false;
+    let mut any_done = 0u64;
+    let mut in_minor = false;
+    let mut minors = 0usize;
     // Sliced cycles whose drains ran on `threads` workers.
     let mut parallel_slices = 0usize;
     let budgets = [1usize, 1, 2, 3, 7, 30, 500];
@@ -185,7 +196,10 @@ fn run(seed: u64, ops: usize, threads: usize) {
                 } else {
                     heap.create(value)
                 };
-                let mut mo = ModelObj::default();
+                let mut mo = ModelObj {
+                    young_at: (!in_cycle && !in_minor).then_some(any_done),
+                    ..ModelObj::default()
+                };
                 match (rng.below(3), pick(&mut rng)) {
                     (0, _) | (_, None) => mo.rooted = heap.add_to_root(h).is_ok(),
                     (1, Some(p)) => {
@@ -346,31 +360,95 @@ fn run(seed: u64, ops: usize, threads: usize) {
             // A slice, or now and then a full collection.
             _ => {
                 let before: HashSet<u64> = m.reachable();
-                if rng.below(40) == 0 {
+                let minor = rng.below(3) == 0;
+                if rng.below(40) == 0 && !minor {
                     // `collect` first completes a cycle in flight, then runs
                     // a whole one.
                     heap.collect().unwrap();
                     let due = completed + 1 + in_cycle as u64;
                     doom(&mut m, &before, due);
                     completed = due;
+                    any_done += 1 + u64::from(in_cycle || in_minor);
                     in_cycle = false;
+                    in_minor = false;
+                } else if rng.below(20) == 0 {
+                    // A whole minor cycle (after finishing one in flight).
+                    let was_idle = !in_cycle && !in_minor;
+                    completed += u64::from(in_cycle);
+                    any_done += u64::from(in_cycle || in_minor);
+                    in_cycle = false;
+                    in_minor = false;
+                    // What it must free when it starts from idle: every
+                    // object marked as garbage, and the young objects that
+                    // neither the roots nor any other non-garbage object
+                    // reaches (every older object counts as old).
+                    let must_free: Vec<u64> = if was_idle {
+                        let old: Vec<u64> = m
+                            .objs
+                            .iter()
+                            .filter(|(_, (h, mo))| {
+                                mo.young_at != Some(any_done) && heap.get(*h).is_some()
+                            })
+                            .map(|(&id, _)| id)
+                            .collect();
+                        let mut from = old;
+                        from.extend(m.reachable());
+                        let kept = m.reachable_from(from);
+                        m.objs
+                            .iter()
+                            .filter(|(id, (_, mo))| {
+                                mo.garbage || (mo.young_at == Some(any_done) && !kept.contains(id))
+                            })
+                            .map(|(&id, _)| id)
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let s = heap.collect_minor().unwrap();
+                    assert_eq!(s.kind, coreobject::CycleKind::Minor, "{}", ctx());
+                    any_done += 1;
+                    minors += 1;
+                    for id in must_free {
+                        assert!(
+                            heap.get_even_if_garbage(m.objs[&id].0).is_none(),
+                            "{}: a minor cycle kept object {id}",
+                            ctx()
+                        );
+                    }
                 } else {
-                    let t = heap.step(budgets[rng.below(budgets.len())]);
+                    let work = budgets[rng.below(budgets.len())];
+                    let t = if minor {
+                        heap.step_minor(work)
+                    } else {
+                        heap.step(work)
+                    };
                     if t.started.is_some() {
-                        assert!(!in_cycle, "{}", ctx());
-                        doom(&mut m, &before, completed + 1);
-                        in_cycle = true;
+                        assert!(!in_cycle && !in_minor, "{}", ctx());
+                        if minor {
+                            in_minor = true;
+                        } else {
+                            doom(&mut m, &before, completed + 1);
+                            in_cycle = true;
+                        }
                     }
                     if let Some(s) = &t.completed {
-                        assert!(in_cycle, "{}", ctx());
+                        assert!(in_cycle || in_minor, "{}", ctx());
                         if s.slices > 1 && s.mark_threads == threads {
                             parallel_slices += 1;
                         }
-                        completed += 1;
+                        if in_cycle {
+                            assert_eq!(s.kind, coreobject::CycleKind::Major, "{}", ctx());
+                            completed += 1;
+                        } else {
+                            assert_eq!(s.kind, coreobject::CycleKind::Minor, "{}", ctx());
+                            minors += 1;
+                        }
+                        any_done += 1;
                         in_cycle = false;
+                        in_minor = false;
                     }
                     assert_eq!(
-                        in_cycle,
+                        in_cycle || in_minor,
                         heap.gc_phase() != coreobject::Phase::Idle,
                         "{}",
                         ctx()
@@ -440,6 +518,7 @@ fn run(seed: u64, ops: usize, threads: usize) {
             }
         }
     }
+    assert!(minors > 0 || ops < 200, "seed {seed}: no minor cycle ran");
     // Finish: one full collection leaves exactly the reachable objects.
     heap.collect().unwrap();
     let reach = m.reachable();

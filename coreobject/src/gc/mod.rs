@@ -180,7 +180,7 @@ pub(crate) use par::ParMarker;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use par::Termination;
-pub use stats::{CollectStats, GcTotals, Phase, PreCollect, Tick, Trigger};
+pub use stats::{CollectStats, CycleKind, GcTotals, Phase, PreCollect, Tick, Trigger};
 use sweep::Pending;
 pub use sweep::PARALLEL_DROP_MIN;
 
@@ -259,6 +259,15 @@ struct Cycle {
     owed: Duration,
     /// [`GcConfig::outer_keeps_inners`] when the cycle started.
     outer_keeps_inners: bool,
+    /// Minor or major.
+    kind: CycleKind,
+    /// How many of `born` marking scanned (all those created before it
+    /// ended): they are old after the cycle; the rest are young.
+    scanned_born: usize,
+    /// Minor cycles: the slots the sweep and the free steps visit (the young
+    /// objects, old ones marked as garbage; the free step adds the pending
+    /// objects finished this cycle). Major cycles walk the bitmap instead.
+    list: Vec<u32>,
 }
 
 /// The share of [`GcConfig::incremental_debt`]'s allowance by which a paced
@@ -274,6 +283,20 @@ pub(crate) struct Collector {
     marking: bool,
     /// Whether a cycle is in flight: creation flags objects `BORN`.
     in_flight: bool,
+    /// Whether the remembered set has been kept since the last cycle
+    /// completed ([`GcConfig::generational`] then): a minor cycle may run.
+    /// Between cycles the re-scan list is that set, `bits` holds the old
+    /// objects (marked by the last cycle), and the allocator records the
+    /// slots it hands out.
+    gen: bool,
+    /// Slots handed out since the last cycle started (with `gen`): the young
+    /// objects a minor cycle sweeps.
+    young: Vec<u32>,
+    /// Objects marked as garbage since the last cycle (with `gen`): a minor
+    /// cycle frees the old ones among them too.
+    garbage: Mutex<Vec<AnyObj>>,
+    /// Objects the collector considered after the last major cycle.
+    major_survivors: usize,
     bits: Vec<u64>,
     queue: VecDeque<u64>,
     /// Objects changed during marking: through `get_mut`, or handed out as
@@ -309,12 +332,17 @@ pub(crate) struct Collector {
 
 impl Collector {
     pub(crate) fn new(config: GcConfig) -> Self {
+        let gen = config.generational;
         Collector {
             config,
             enabled: true,
             cycle: None,
             marking: false,
             in_flight: false,
+            gen,
+            young: Vec::new(),
+            garbage: Mutex::new(Vec::new()),
+            major_survivors: 0,
             bits: Vec::new(),
             queue: VecDeque::new(),
             regrey: Vec::new(),
@@ -409,15 +437,39 @@ impl Collector {
     /// The write barrier: every mutable access passes here.
     #[inline(always)]
     pub(crate) fn barrier(&mut self, item: &Item, index: u32) {
-        if self.marking {
-            self.regrey_slow(item, index);
+        if self.marking | self.gen {
+            self.barrier_slow(item, index);
         }
     }
 
+    /// While marking, every changed object joins the re-scan list. Between
+    /// cycles (generational), an old one does: the remembered set, which
+    /// the next minor cycle re-scans. Old: marked by the last cycle, or in
+    /// the pool; during a purge, every object counts as old.
     #[cold]
-    fn regrey_slow(&mut self, item: &Item, index: u32) {
-        if item.set(flags::REGREY) & flags::REGREY == 0 {
+    fn barrier_slow(&mut self, item: &Item, index: u32) {
+        let f = item.flags();
+        if f & flags::REGREY != 0 {
+            return;
+        }
+        let old = || {
+            self.in_flight
+                || f & flags::DISREGARD != 0
+                || self
+                    .bits
+                    .get((index >> 6) as usize)
+                    .is_some_and(|w| w & (1 << (index & 63)) != 0)
+        };
+        if (self.marking || old()) && item.set(flags::REGREY) & flags::REGREY == 0 {
             self.regrey.push(index);
+        }
+    }
+
+    /// An object was marked as garbage: a minor cycle must free it even if
+    /// it is old.
+    pub(crate) fn note_garbage(&self, h: AnyObj) {
+        if self.gen {
+            self.garbage.lock().push(h);
         }
     }
 
@@ -430,40 +482,70 @@ impl Collector {
 
     // ----- driving ----------------------------------------------------------------
 
-    /// The first trigger that fires now, if the collector is enabled.
-    fn due_trigger(&self, array: &ObjectArray) -> Option<Trigger> {
+    /// The first trigger that fires now, if the collector is enabled, and
+    /// the kind of cycle it starts: the young threshold starts a minor
+    /// cycle, every other trigger a major one (unless
+    /// [`GcConfig::automatic_majors`] is off).
+    fn due_trigger(&self, array: &ObjectArray) -> Option<(Trigger, CycleKind)> {
         let c = &self.config;
         let considered = || array.len().saturating_sub(array.pool_end() as usize);
+        let major = |t| Some((t, CycleKind::Major));
+        // Growth counts from the last major cycle when minors run between.
+        let base = if c.generational {
+            self.major_survivors
+        } else {
+            self.survivors
+        };
         if !self.enabled {
             None
         } else if c.every_frame {
-            Some(Trigger::EveryFrame)
+            major(Trigger::EveryFrame)
+        } else if !c.automatic_majors {
+            self.young_due(array)
         } else if c.interval.is_some_and(|i| self.since_last >= i) {
-            Some(Trigger::Interval)
+            major(Trigger::Interval)
         } else if c.object_threshold.is_some_and(|t| considered() >= t) {
-            Some(Trigger::ObjectCount)
+            major(Trigger::ObjectCount)
         } else if c
             .bytes_threshold
             .is_some_and(|t| self.bytes_since_gc.load(Ordering::Relaxed) >= t)
         {
-            Some(Trigger::Bytes)
+            major(Trigger::Bytes)
         } else if c.growth.is_some_and(|g| {
-            let goal = (self.survivors as f64 * g) as usize;
+            let goal = (base as f64 * g) as usize;
             considered() >= goal.max(c.growth_floor)
         }) {
-            Some(Trigger::Growth)
+            major(Trigger::Growth)
         } else {
-            None
+            self.young_due(array)
         }
     }
 
-    /// Runs a whole collection now: finishes a cycle in flight first.
-    pub(crate) fn collect(&mut self, mut stage: Stage<'_>, trigger: Trigger) -> CollectStats {
-        let _span = tracing::info_span!("gc.collect", heap = stage.array.tag(), ?trigger).entered();
+    /// A minor cycle, if the young threshold is reached.
+    fn young_due(&self, array: &ObjectArray) -> Option<(Trigger, CycleKind)> {
+        let considered = array.len().saturating_sub(array.pool_end() as usize);
+        let t = self
+            .config
+            .young_threshold
+            .filter(|_| self.config.generational)?;
+        (considered >= self.survivors.saturating_add(t))
+            .then_some((Trigger::Young, CycleKind::Minor))
+    }
+
+    /// Runs a whole collection of `kind` now: finishes a cycle in flight
+    /// first.
+    pub(crate) fn collect(
+        &mut self,
+        mut stage: Stage<'_>,
+        trigger: Trigger,
+        kind: CycleKind,
+    ) -> CollectStats {
+        let _span =
+            tracing::info_span!("gc.collect", heap = stage.array.tag(), ?trigger, ?kind).entered();
         if self.cycle.is_some() {
             self.run(&mut stage, Budget::unlimited());
         }
-        self.start(&mut stage, trigger);
+        self.start(&mut stage, trigger, kind);
         self.run(&mut stage, Budget::unlimited())
             .expect("an unbudgeted slice finishes its cycle")
     }
@@ -483,8 +565,8 @@ impl Collector {
 
     /// One slice of at most `work` units of the cycle in flight, starting
     /// one if none is; see [`Heap::step`](crate::Heap::step).
-    pub(crate) fn step(&mut self, stage: Stage<'_>, work: usize) -> Tick {
-        let trigger = self.enabled.then_some(Trigger::Explicit);
+    pub(crate) fn step(&mut self, stage: Stage<'_>, work: usize, kind: CycleKind) -> Tick {
+        let trigger = self.enabled.then_some((Trigger::Explicit, kind));
         self.slice(stage, Instant::now(), Budget::new(None, work), trigger)
     }
 
@@ -493,13 +575,13 @@ impl Collector {
         mut stage: Stage<'_>,
         t0: Instant,
         budget: Budget,
-        trigger: Option<Trigger>,
+        trigger: Option<(Trigger, CycleKind)>,
     ) -> Tick {
         let mut tick = Tick::default();
         let freed_before = self.totals.total_freed;
         if self.cycle.is_none() {
-            if let Some(trigger) = trigger {
-                self.start(&mut stage, trigger);
+            if let Some((trigger, kind)) = trigger {
+                self.start(&mut stage, trigger, kind);
                 tick.started = Some(trigger);
             }
         }
@@ -535,8 +617,10 @@ impl Collector {
             .map_or(0, |c| c.stats.marked + c.stats.unreachable + c.stats.freed)
     }
 
-    /// Starts a cycle: callbacks, the root list, the bitmap.
-    fn start(&mut self, stage: &mut Stage<'_>, trigger: Trigger) {
+    /// Starts a cycle: callbacks, the root list, the bitmap. A minor cycle
+    /// asked for while the remembered set was not kept runs as a major one.
+    fn start(&mut self, stage: &mut Stage<'_>, trigger: Trigger, kind: CycleKind) {
+        let kind = if self.gen { kind } else { CycleKind::Major };
         let pre = PreCollect {
             collection: self.totals.collections + 1,
             objects: stage.array.len(),
@@ -546,17 +630,54 @@ impl Collector {
         }
         let array = &mut *stage.array;
         array.sync();
+        // The young objects: slots handed out since the last cycle started.
+        array.take_born(&mut self.young);
         array.release_parked();
         array.start_recording();
         let hw = array.high_water();
         let pool_end = array.pool_end();
-        self.bits.clear();
+        let mut list = Vec::new();
+        let mut remembered = 0;
+        match kind {
+            CycleKind::Major => {
+                // Every object is marked afresh: no old objects, no
+                // remembered set.
+                self.bits.clear();
+                array.take_touched(&mut self.regrey);
+                for i in self.regrey.drain(..) {
+                    array.at(i).clear(flags::REGREY);
+                }
+                self.young.clear();
+                self.garbage.get_mut().clear();
+            }
+            CycleKind::Minor => {
+                // Old objects stay marked (sticky marks): marking never
+                // enters them, and the sweep visits the young ones only.
+                list = std::mem::take(&mut self.young);
+                // Old objects marked as garbage lose their mark, so that
+                // this cycle frees them (and what only they kept alive).
+                for h in self.garbage.get_mut().drain(..) {
+                    let i = h.index();
+                    if array.lookup(h, 0).is_ok() && array.at(i).flags() & flags::GARBAGE != 0 {
+                        if let Some(w) = self.bits.get_mut((i >> 6) as usize) {
+                            *w &= !(1 << (i & 63));
+                        }
+                        list.push(i);
+                    }
+                }
+                array.take_touched(&mut self.regrey);
+                remembered = self.regrey.len();
+            }
+        }
         self.bits.resize((hw as usize).div_ceil(64), 0);
         self.queue.clear();
         let mut cycle = Box::new(Cycle {
             step: Step::Pool(0),
             stats: CollectStats {
                 trigger,
+                kind,
+                young: list.len(),
+                remembered,
                 mark_threads: 1,
                 drop_threads: 1,
                 ..CollectStats::default()
@@ -578,6 +699,9 @@ impl Collector {
             born_paced: 0,
             owed: Duration::ZERO,
             outer_keeps_inners: self.config.outer_keeps_inners,
+            kind,
+            scanned_born: 0,
+            list,
         });
 
         // Root candidates: drop stale and duplicate entries, keep the rest.
@@ -608,7 +732,7 @@ impl Collector {
         self.in_flight = true;
         self.marking = true;
         array.watch(true);
-        tracing::debug!(heap = array.tag(), ?trigger, "cycle started");
+        tracing::debug!(heap = array.tag(), ?trigger, ?kind, "cycle started");
     }
 
     /// Runs the cycle in flight until it completes (returning its stats) or
@@ -686,6 +810,10 @@ impl Collector {
         let born = cycle.born.len();
         let new = born - cycle.born_paced.min(born);
         cycle.born_paced = born;
+        // The estimate is a major cycle's; a minor one is paced by its budget.
+        if cycle.kind == CycleKind::Minor {
+            return;
+        }
         let (Some(limit), Some(slice)) = (self.config.incremental_debt, self.config.incremental)
         else {
             return;
@@ -785,6 +913,32 @@ impl Collector {
         // The pool's objects are permanent; what they reference stays alive.
         if let Step::Pool(from) = cycle.step {
             let mut i = from;
+            if cycle.kind == CycleKind::Minor {
+                // The pool is old: pool objects changed since the last cycle
+                // are in the remembered set, and only new ones (young) are
+                // scanned. Unbudgeted: one flag test per young object.
+                for &y in &cycle.list {
+                    let item = chunks.at(y);
+                    let f = item.flags();
+                    let (Some(p), Some(s)) = (item.object(), NonZeroU32::new(item.serial())) else {
+                        continue;
+                    };
+                    if f & flags::DISREGARD != 0 {
+                        marker.scan_slot(y, item, p);
+                    } else if cycle.outer_keeps_inners && f & flags::DEAD == 0 {
+                        // An old outer is alive, and keeps its young inners.
+                        let h = AnyObj::new(y, s);
+                        if let Ok(Some(o)) = stage.array.outer(h, flags::DEAD) {
+                            if marker.is_black(o.index())
+                                && stage.array.lookup(o, flags::DEAD).is_ok()
+                            {
+                                marker.visit(h);
+                            }
+                        }
+                    }
+                }
+                i = cycle.pool_end;
+            }
             while i < cycle.pool_end {
                 let item = chunks.at(i);
                 if item.flags() & flags::DISREGARD != 0 {
@@ -895,13 +1049,20 @@ impl Collector {
         // did not reach until the sweep has flagged all of it.
         self.marking = false;
         let array = &mut *stage.array;
-        array.watch(false);
+        // Generational: the purge's changes are remembered for the next cycle.
+        array.watch(self.gen);
         let c = &mut array.condemned;
         std::mem::swap(&mut c.marks, &mut self.bits);
         c.start = cycle.pool_end;
         c.end = cycle.hw;
         c.active = true;
-        cycle.step = Step::Sweep(cycle.pool_end);
+        cycle.scanned_born = cycle.born_seen;
+        // A major cycle's sweep walks the bitmap from the pool's end; a minor
+        // one walks its list from the start.
+        cycle.step = Step::Sweep(match cycle.kind {
+            CycleKind::Major => cycle.pool_end,
+            CycleKind::Minor => 0,
+        });
         true
     }
 
@@ -924,6 +1085,11 @@ impl Collector {
         self.queue.clear();
         self.marking = false;
         self.in_flight = false;
+        // The remembered set and the old marks are no longer whole: the
+        // next cycle is a major one.
+        self.gen = false;
+        self.young.clear();
+        array.watch(false);
     }
 
     /// Closes a cycle: books, callbacks.
@@ -936,7 +1102,6 @@ impl Collector {
         let array = &mut *stage.array;
         array.sync();
         array.take_born(&mut cycle.born);
-        array.stop_recording();
         // What `Settle` did not reach (objects created since its last slice).
         if let Step::Settle(k) = cycle.step {
             for &i in &cycle.born[k.min(cycle.born.len())..] {
@@ -948,6 +1113,35 @@ impl Collector {
         array.condemned.active = false;
         self.in_flight = false;
         self.pending.append(&mut cycle.waiting);
+        // Generational: the marks stay as the old generation, the allocator
+        // keeps recording (objects created during the cycle are young for
+        // the next one), and both barriers keep the remembered set.
+        self.gen = self.config.generational;
+        if self.gen {
+            // Objects created while marking ran were scanned by it: they are
+            // old now (those above the cycle's high water had no mark bit).
+            // Those created during the purge were not: they stay young, and
+            // every old object changed since marking ended is remembered.
+            self.bits
+                .resize((array.high_water() as usize).div_ceil(64), 0);
+            let (scanned, young) = cycle
+                .born
+                .split_at(cycle.scanned_born.min(cycle.born.len()));
+            for &i in scanned {
+                self.bits[(i >> 6) as usize] |= 1 << (i & 63);
+            }
+            self.young.clear();
+            self.young.extend_from_slice(young);
+        } else {
+            array.stop_recording();
+            self.young.clear();
+            self.garbage.get_mut().clear();
+            array.take_touched(&mut self.regrey);
+            for i in self.regrey.drain(..) {
+                array.at(i).clear(flags::REGREY);
+            }
+        }
+        array.watch(self.gen);
 
         let mut stats = cycle.stats;
         stats.pending = self.pending.len();
@@ -956,8 +1150,19 @@ impl Collector {
         self.survivors = array.len().saturating_sub(array.pool_end() as usize);
         self.bytes_since_gc.store(0, Ordering::Relaxed);
         self.since_last = Duration::ZERO;
-        self.secs_per_live = Some(stats.total.as_secs_f64() / cycle.live_at_start.max(1) as f64);
         let t = &mut self.totals;
+        match stats.kind {
+            CycleKind::Major => {
+                self.major_survivors = self.survivors;
+                self.secs_per_live =
+                    Some(stats.total.as_secs_f64() / cycle.live_at_start.max(1) as f64);
+                t.major_collections += 1;
+            }
+            CycleKind::Minor => {
+                stats.promoted = stats.marked;
+                t.minor_collections += 1;
+            }
+        }
         t.collections += 1;
         t.last_freed = stats.freed;
         t.total_freed += stats.freed as u64;

@@ -20,8 +20,33 @@ pub enum Trigger {
     /// [`GcConfig::bytes_threshold`](crate::GcConfig::bytes_threshold) reached.
     Bytes,
     /// [`GcConfig::growth`](crate::GcConfig::growth): the live count grew by
-    /// that factor since the last collection's survivors.
+    /// that factor since the last collection's survivors (since the last
+    /// major cycle's, with [`GcConfig::generational`](crate::GcConfig::generational)).
     Growth,
+    /// [`GcConfig::young_threshold`](crate::GcConfig::young_threshold): that
+    /// many objects were created since the last cycle (a minor cycle).
+    Young,
+}
+
+/// Which objects a cycle considers.
+///
+/// A **major** cycle marks every live object and frees every unreachable
+/// one ([`Heap::collect`](crate::Heap::collect)). A **minor** cycle
+/// ([`Heap::collect_minor`](crate::Heap::collect_minor)) treats the objects
+/// that survived an earlier cycle as alive (they are *old*) and considers
+/// only the *young* ones, created since the last cycle: it marks from the
+/// roots, the old objects the program changed since then, and the young
+/// objects reachable from those, and frees the young objects it did not
+/// reach, plus every object marked as garbage. Its cost follows what the
+/// program allocated and changed, not the heap's size. See [`crate::gc`].
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CycleKind {
+    /// Young objects only.
+    Minor,
+    /// The whole heap.
+    #[default]
+    Major,
 }
 
 /// What one collection did.
@@ -30,6 +55,16 @@ pub enum Trigger {
 pub struct CollectStats {
     /// What started it.
     pub trigger: Trigger,
+    /// Minor or major.
+    pub kind: CycleKind,
+    /// Minor cycles: the young objects it considered (created since the
+    /// previous cycle, and old ones marked as garbage since).
+    pub young: usize,
+    /// Minor cycles: old objects re-scanned because the program changed
+    /// them since the previous cycle (the remembered set).
+    pub remembered: usize,
+    /// Minor cycles: young objects that survived and are now old.
+    pub promoted: usize,
     /// Time gathering roots and marking.
     pub mark: Duration,
     /// Time finding unreachable objects and running `begin_destroy`.
@@ -124,6 +159,10 @@ impl Tick {
 pub struct GcTotals {
     /// Collections run.
     pub collections: u64,
+    /// Of those, minor cycles.
+    pub minor_collections: u64,
+    /// Of those, major cycles.
+    pub major_collections: u64,
     /// Objects freed by the last collection.
     pub last_freed: usize,
     /// Objects freed in total (by collections and by ticks that finished

@@ -28,7 +28,7 @@ use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use super::budget::Budget;
-use super::{Collector, Cycle, Stage, Step};
+use super::{Collector, Cycle, CycleKind, Stage, Step};
 use crate::array::{flags, Doomed, Item};
 use crate::handle::AnyObj;
 use crate::lifecycle::{guard, Caught, DestroyCx};
@@ -122,6 +122,42 @@ fn walk_zeros(
     None
 }
 
+/// [`walk_zeros`] for a minor cycle: calls `f` on each slot of `list` from
+/// position `start` that is below `to` and unmarked, charging the budget as
+/// `walk_zeros` does (and one unit per eight skipped entries). Returns the
+/// position to resume from, or `None` at the end of the list.
+#[inline(always)]
+fn walk_list(
+    list: &[u32],
+    marks: &[u64],
+    start: u32,
+    to: u32,
+    budget: &mut Budget,
+    mut f: impl FnMut(u32) -> Cost,
+) -> Option<u32> {
+    let marked = |i: u32| {
+        marks
+            .get((i >> 6) as usize)
+            .is_some_and(|w| w & (1 << (i & 63)) != 0)
+    };
+    for (k, &i) in list.iter().enumerate().skip(start as usize) {
+        let cost = if i >= to || marked(i) {
+            Cost::Skip
+        } else {
+            f(i)
+        };
+        let spent = match cost {
+            Cost::Skip => k % 8 == 7 && budget.spend(1),
+            Cost::Cheap => budget.spend(1),
+            Cost::Costly => budget.spend_costly(),
+        };
+        if spent {
+            return Some(k as u32 + 1);
+        }
+    }
+    None
+}
+
 impl Collector {
     /// Runs purge steps until the cycle's purge is done (`true`) or the
     /// budget is spent.
@@ -143,7 +179,7 @@ impl Collector {
                     let epoch = self.epoch;
                     let pending = &mut self.pending;
                     let stats = &mut cycle.stats;
-                    let resume = walk_zeros(&array.condemned.marks, start, to, budget, |i| {
+                    let sweep_one = |i| {
                         let Some(item) = array.item(i) else {
                             return Cost::Skip;
                         };
@@ -171,7 +207,14 @@ impl Collector {
                             return Cost::Costly;
                         }
                         Cost::Cheap
-                    });
+                    };
+                    let marks = &array.condemned.marks;
+                    let resume = match cycle.kind {
+                        CycleKind::Major => walk_zeros(marks, start, to, budget, sweep_one),
+                        CycleKind::Minor => {
+                            walk_list(&cycle.list, marks, start, to, budget, sweep_one)
+                        }
+                    };
                     if let Some(next) = resume {
                         cycle.step = Step::Sweep(next);
                         cycle.stats.sweep += ts.elapsed();
@@ -225,9 +268,16 @@ impl Collector {
                             return false;
                         }
                     }
+                    if cycle.kind == CycleKind::Minor {
+                        // Objects finished now that earlier cycles found.
+                        cycle.list.extend_from_slice(&cycle.ready);
+                    }
                     cycle.ready.clear();
                     cycle.stats.destroy += tf.elapsed();
-                    cycle.step = Step::Free(from);
+                    cycle.step = Step::Free(match cycle.kind {
+                        CycleKind::Major => from,
+                        CycleKind::Minor => 0,
+                    });
                 }
                 Step::Free(start) => {
                     let _span = tracing::info_span!("gc.free", from = start).entered();
@@ -239,6 +289,7 @@ impl Collector {
                     // here.
                     let pool = self.pool.as_ref().filter(|p| {
                         self.config.parallel_drop
+                            && cycle.kind == CycleKind::Major
                             && cycle.threads > 1
                             && p.threads() == cycle.threads
                             && start == from
@@ -250,7 +301,7 @@ impl Collector {
                     let mut batch = std::mem::take(&mut self.deleted);
                     let marks = std::mem::take(&mut stage.array.condemned.marks);
                     let stats = &mut cycle.stats;
-                    let resume = walk_zeros(&marks, start, to, budget, |i| {
+                    let free = |i| {
                         let Some(item) = stage.array.item(i) else {
                             return Cost::Skip;
                         };
@@ -278,7 +329,11 @@ impl Collector {
                         } else {
                             Cost::Cheap
                         }
-                    });
+                    };
+                    let resume = match cycle.kind {
+                        CycleKind::Major => walk_zeros(&marks, start, to, budget, free),
+                        CycleKind::Minor => walk_list(&cycle.list, &marks, start, to, budget, free),
+                    };
                     stage.array.condemned.marks = marks;
                     if let (Some(pool), Some(mut doomed)) = (pool, doomed) {
                         let first: parking_lot::Mutex<Caught> = parking_lot::Mutex::new(None);
