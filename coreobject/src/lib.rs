@@ -438,6 +438,7 @@
 //! | `TObjectIterator<T>` | [`Heap::iter_of`] |
 //! | `ForEachObjectWithOuter` | [`Heap::for_each_with_outer`] |
 //! | `UObject::Outer` (an inner keeps its outer) | [`Spawn::outer`]; the reverse (an outer keeps its inners): [`GcConfig::outer_keeps_inners`] |
+//! | (no Unreal equivalent) generational minor cycles | [`Heap::collect_minor`], [`CycleKind`], [`GcConfig::young_threshold`] |
 //! | `FName` | [`Name`] (interned base + number: [`Heap::intern`], [`Name::with_number`], [`Heap::name`]) |
 //! | `FindObject`, `StaticFindObject` | [`Heap::find`], [`Heap::find_path`] |
 //! | `GetPathName` | [`Heap::path_name`] |

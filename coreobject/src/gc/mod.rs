@@ -106,6 +106,69 @@
 //!   tick finishes the cycle at once (as Unreal does when a new collection is
 //!   due while one is pending); [`CollectStats::forced`] says so.
 //!
+//! # Generational collection
+//!
+//! With [`GcConfig::generational`] (the default), a cycle's mark bits
+//! outlive it: an object marked by the last cycle is **old**, one created
+//! since is **young** (sticky mark bits, as in MMTk's sticky plans, Ruby's
+//! and JavaScriptCore's collectors). A **minor** cycle
+//! ([`Heap::collect_minor`](crate::Heap::collect_minor), or `tick` when
+//! [`GcConfig::young_threshold`] is reached) keeps the old marks and so never
+//! enters an old object unless it changed:
+//!
+//! * **Marking** starts from the roots, strong handles and referencers (old
+//!   ones are already marked, so visiting them costs a bit test), the
+//!   **remembered set**, the new objects in the disregard-for-GC pool, and,
+//!   under [`GcConfig::outer_keeps_inners`], the young inners of old outers.
+//!   The remembered set is the write barrier's list kept between cycles:
+//!   the first `get_mut` of an old object (or of a pool object) after a
+//!   cycle puts it there, and the read barrier of interior-mutable classes
+//!   puts such an old object there the first time it is borrowed at all;
+//!   during a purge every changed object is remembered. Young objects it
+//!   reaches are marked, and are old from then on (promotion after one
+//!   cycle).
+//! * **Sweeping** visits only the slots the allocator handed out since the
+//!   last cycle started (the allocator records them as it syncs) and the old
+//!   objects marked as garbage since (their mark is cleared, so that the
+//!   cycle frees them; what only they kept alive goes with them if young, or
+//!   with the next major cycle if old). No walk over all slots, no clear of
+//!   the bitmap.
+//! * An old object that became unreachable stays until the next **major**
+//!   cycle ([`Heap::collect`](crate::Heap::collect), and every other
+//!   trigger), which clears the marks and the remembered set and marks the
+//!   whole heap. [`GcConfig::automatic_majors`] lets a program forbid them in
+//!   `tick` and ask for one at a loading screen.
+//! * Objects created during a cycle survive it (allocation is black); those
+//!   created while it marked were scanned by it and are old after it, those
+//!   created during its purge are young for the next.
+//!
+//! One cycle is in flight at a time: a minor one due while an incremental
+//! major one runs waits for it to end (as in Lua). Minor cycles run in
+//! slices under the same budget ([`Heap::step_minor`](crate::Heap::step_minor),
+//! `tick`). What it costs the program: one more call in `get_mut` (a bit
+//! test, and a push the first time an old object changes after a cycle),
+//! one flag test in `get` for interior-mutable classes, and 4 bytes per
+//! object created between cycles. A panic that abandons a cycle drops the
+//! remembered set: the next cycle is a major one.
+//!
+//! ```
+//! use coreobject::{CycleKind, GcConfig, Heap, HeapConfig, Obj, Object};
+//! #[derive(Object, Default)]
+//! struct Node { kids: Vec<Obj<Node>> }
+//! let gc = GcConfig { young_threshold: Some(1_000), ..GcConfig::MANUAL };
+//! let mut heap = Heap::with_config(HeapConfig { gc, ..HeapConfig::DEFAULT }).unwrap();
+//! let world = heap.spawn(Node::default()).root().create().unwrap();
+//! heap.collect().unwrap(); // a major cycle: `world` is old
+//! for _ in 0..1_000 {
+//!     heap.create(Node::default()); // young garbage
+//! }
+//! let kept = heap.create(Node::default());
+//! heap[world].kids.push(kept);
+//! let stats = heap.tick(std::time::Duration::from_millis(16)).completed.unwrap();
+//! assert_eq!((stats.kind, stats.freed, stats.remembered), (CycleKind::Minor, 1_000, 1));
+//! assert!(heap.contains(kept));
+//! ```
+//!
 //! # Tracing
 //!
 //! The collector reports its work as [`tracing`](https://docs.rs/tracing)

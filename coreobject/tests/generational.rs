@@ -1,0 +1,282 @@
+//! Generational collection: minor cycles against hand-built scenarios, one
+//! for each way a young object can be reached from an old one, and the
+//! policy (triggers, `automatic_majors`, a minor asked for without the
+//! remembered set). The randomized oracles are `gc_model.rs` (whole minor
+//! cycles, checked exactly) and `incremental.rs` (sliced ones).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use coreobject::{
+    AnyObj, CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, Referencer, Trigger, Visitor,
+};
+
+#[derive(Object, Default)]
+struct Node {
+    kids: Vec<Obj<Node>>,
+    value: u64,
+}
+
+#[derive(Object, Default)]
+struct Locked {
+    kids: parking_lot::Mutex<Vec<Obj<Node>>>,
+}
+
+fn heap_with(gc: GcConfig) -> Heap {
+    Heap::with_config(HeapConfig {
+        gc,
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap()
+}
+
+fn manual() -> Heap {
+    heap_with(GcConfig::MANUAL)
+}
+
+/// A rooted old world of `n` nodes.
+fn old_world(heap: &mut Heap, n: usize) -> Obj<Node> {
+    let world = heap.spawn(Node::default()).root().create().unwrap();
+    for i in 0..n {
+        let k = heap.create(Node {
+            value: i as u64,
+            ..Node::default()
+        });
+        heap[world].kids.push(k);
+    }
+    let s = heap.collect().unwrap();
+    assert_eq!(s.kind, CycleKind::Major);
+    world
+}
+
+#[test]
+fn a_minor_cycle_marks_only_what_changed() {
+    let mut heap = manual();
+    let world = old_world(&mut heap, 2_000);
+    let old_kid = heap[world].kids[7];
+    // A young object stored in an old one, a young one stored in a young
+    // one, young garbage, and an old object that drops its last reference
+    // (it stays until a major cycle).
+    let a = heap.create(Node::default());
+    let b = heap.create(Node::default());
+    heap[a].kids.push(b);
+    heap[old_kid].kids.push(a);
+    let lost = heap.create(Node::default());
+    let dropped_old = heap[world].kids.pop().unwrap();
+    let s = heap.collect_minor().unwrap();
+    assert_eq!(s.kind, CycleKind::Minor);
+    assert_eq!(s.young, 3);
+    assert_eq!(s.remembered, 2, "world and old_kid");
+    assert_eq!((s.marked, s.promoted, s.freed), (2, 2, 1));
+    assert!(heap.contains(a) && heap.contains(b) && !heap.contains(lost));
+    assert!(heap.contains(dropped_old), "old: kept until a major cycle");
+    let totals = heap.gc_totals();
+    assert_eq!((totals.minor_collections, totals.major_collections), (1, 1));
+    // Nothing changed since: the next minor marks nothing at all.
+    let s = heap.collect_minor().unwrap();
+    assert_eq!((s.young, s.remembered, s.marked, s.freed), (0, 0, 0, 0));
+    let s = heap.collect().unwrap();
+    assert_eq!(s.freed, 1, "the dropped old object");
+    assert!(!heap.contains(dropped_old));
+}
+
+#[test]
+fn a_minor_cycle_frees_old_objects_marked_as_garbage() {
+    let mut heap = manual();
+    let world = old_world(&mut heap, 10);
+    let g = heap[world].kids[3];
+    // Something young that only the garbage object reaches goes with it.
+    let only_via_g = heap.create(Node::default());
+    heap[g].kids.push(only_via_g);
+    heap.mark_as_garbage(g).unwrap();
+    let s = heap.collect_minor().unwrap();
+    assert_eq!(s.freed, 2);
+    assert!(heap.get_even_if_garbage(g).is_none());
+    assert!(!heap.contains(only_via_g));
+    // Its slot is reused by a young object, which must not look old.
+    let fresh = heap.create(Node::default());
+    let s = heap.collect_minor().unwrap();
+    assert_eq!(s.freed, 1);
+    assert!(!heap.contains(fresh));
+}
+
+#[test]
+fn interior_mutable_old_objects_are_remembered_when_borrowed() {
+    let mut heap = manual();
+    let bag = heap.spawn(Locked::default()).root().create().unwrap();
+    heap.collect().unwrap();
+    // Changed through `&Heap` only: no `get_mut`.
+    let young = heap.create(Node {
+        value: 5,
+        ..Node::default()
+    });
+    heap.get(bag).unwrap().kids.lock().push(young);
+    let s = heap.collect_minor().unwrap();
+    assert_eq!(s.remembered, 1);
+    assert_eq!(heap.get(young).map(|n| n.value), Some(5));
+    // And from another thread.
+    let other = heap.create(Node {
+        value: 6,
+        ..Node::default()
+    });
+    std::thread::scope(|s| {
+        s.spawn(|| heap.get(bag).unwrap().kids.lock().push(other));
+    });
+    heap.collect_minor().unwrap();
+    assert_eq!(heap.get(other).map(|n| n.value), Some(6));
+}
+
+#[test]
+fn old_outers_keep_young_inners_under_the_reverse_rule() {
+    let mut heap = heap_with(GcConfig {
+        outer_keeps_inners: true,
+        ..GcConfig::MANUAL
+    });
+    let package = heap.spawn(Node::default()).root().create().unwrap();
+    heap.collect().unwrap();
+    let asset = heap.spawn(Node::default()).outer(package).create().unwrap();
+    let loose = heap.create(Node::default());
+    let s = heap.collect_minor().unwrap();
+    assert!(heap.contains(asset), "kept by its old outer");
+    assert!(!heap.contains(loose));
+    assert_eq!(s.freed, 1);
+}
+
+#[test]
+fn pool_objects_are_old_and_their_changes_remembered() {
+    let mut heap = Heap::with_config(HeapConfig {
+        disregard_pool_size: 8,
+        gc: GcConfig::MANUAL,
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap();
+    heap.open_disregard_for_gc().unwrap();
+    let early = heap.create(Node::default());
+    let asset = heap.create(Node::default());
+    heap.close_disregard_for_gc();
+    // The first minor cycle finds the new pool objects young and scans them.
+    let target = heap.create(Node {
+        value: 9,
+        ..Node::default()
+    });
+    heap[early].kids.push(target);
+    heap.collect_minor().unwrap();
+    assert!(heap.contains(target));
+    heap.collect().unwrap();
+    let young = heap.create(Node::default());
+    heap[asset].kids.push(young);
+    let s = heap.collect_minor().unwrap();
+    assert_eq!(s.remembered, 1);
+    assert!(heap.contains(young) && heap.contains(target));
+}
+
+#[test]
+fn roots_strong_handles_and_referencers_reach_young_objects() {
+    struct Held(Mutex<Vec<AnyObj>>);
+    impl Referencer for Held {
+        fn add_referenced_objects(&self, v: &mut dyn Visitor) {
+            self.0.lock().unwrap().iter().for_each(|h| v.visit(*h));
+        }
+    }
+    let mut heap = manual();
+    old_world(&mut heap, 100);
+    let held = Arc::new(Held(Mutex::new(Vec::new())));
+    heap.add_referencer(held.clone());
+    let rooted = heap.spawn(Node::default()).root().create().unwrap();
+    let strong_target = heap.create(Node::default());
+    let strong = heap.strong(strong_target).unwrap();
+    let reported = heap.create(Node::default());
+    held.0.lock().unwrap().push(reported.any());
+    let lost = heap.create(Node::default());
+    let s = heap.collect_minor().unwrap();
+    assert_eq!(s.freed, 1);
+    assert!(heap.contains(rooted) && heap.contains(strong_target) && heap.contains(reported));
+    assert!(!heap.contains(lost));
+    drop(strong);
+    held.0.lock().unwrap().clear();
+    heap.remove_from_root(rooted).unwrap();
+    // They are old now: a minor keeps them, a major frees them.
+    assert_eq!(heap.collect_minor().unwrap().freed, 0);
+    assert_eq!(heap.collect().unwrap().freed, 3);
+}
+
+#[test]
+fn objects_created_during_a_sliced_cycle_are_kept_and_later_considered() {
+    let mut heap = manual();
+    let world = old_world(&mut heap, 3_000);
+    let _ = heap.step(64); // a major cycle in flight
+    let during = heap.create(Node::default());
+    heap[world].kids.push(during);
+    let orphan = heap.create(Node::default());
+    while heap.step(64).completed.is_none() {}
+    assert!(heap.contains(during) && heap.contains(orphan), "born black");
+    heap.collect_minor().unwrap();
+    assert!(heap.contains(during));
+    heap.collect().unwrap();
+    assert!(heap.contains(during) && !heap.contains(orphan));
+}
+
+#[test]
+fn without_the_remembered_set_a_minor_runs_as_a_major() {
+    let mut heap = heap_with(GcConfig {
+        generational: false,
+        ..GcConfig::MANUAL
+    });
+    let world = old_world(&mut heap, 10);
+    heap[world].kids.clear();
+    let s = heap.collect_minor().unwrap();
+    assert_eq!((s.kind, s.freed), (CycleKind::Major, 10));
+    // Turned on, it takes effect once a cycle completes.
+    heap.gc_config_mut().generational = true;
+    let s = heap.collect_minor().unwrap();
+    assert_eq!(s.kind, CycleKind::Major);
+    let s = heap.collect_minor().unwrap();
+    assert_eq!(s.kind, CycleKind::Minor);
+}
+
+#[test]
+fn tick_runs_minors_on_the_young_threshold_and_majors_on_the_others() {
+    let mut heap = heap_with(GcConfig {
+        young_threshold: Some(500),
+        object_threshold: Some(20_000),
+        ..GcConfig::MANUAL
+    });
+    let world = old_world(&mut heap, 1_000);
+    let (mut minors, mut majors) = (0, 0);
+    let frames = if cfg!(miri) { 40 } else { 200 };
+    for frame in 0..frames {
+        for i in 0..100u64 {
+            let n = heap.create(Node {
+                value: i,
+                ..Node::default()
+            });
+            if i % 10 == 0 {
+                heap[world].kids.push(n); // survives
+            }
+        }
+        heap[world].value = frame;
+        if let Some(s) = heap.tick(Duration::from_millis(16)).completed {
+            match s.kind {
+                CycleKind::Minor => {
+                    assert_eq!(s.trigger, Trigger::Young);
+                    minors += 1;
+                }
+                CycleKind::Major => majors += 1,
+            }
+        }
+    }
+    assert!(minors >= frames / 7, "{minors} minor cycles");
+    assert_eq!(heap[world].kids.len(), 1_000 + frames as usize * 10);
+    // Forbid automatic majors: only minors run, however much is allocated.
+    heap.gc_config_mut().automatic_majors = false;
+    heap.gc_config_mut().object_threshold = Some(1);
+    let before = heap.gc_totals().major_collections;
+    for _ in 0..if cfg!(miri) { 4 } else { 20 } {
+        for _ in 0..600 {
+            heap.create(Node::default());
+        }
+        heap.tick(Duration::from_millis(16));
+    }
+    assert_eq!(heap.gc_totals().major_collections, before);
+    let _ = majors;
+}
