@@ -263,6 +263,54 @@ fn resolve(c: &mut Criterion) {
     g.finish();
 }
 
+/// Writes through the one mutation door, which is also the write barrier:
+/// `heap/` after a collection (every object old, so the first write of each
+/// after it joins the remembered set and later ones find it there),
+/// `heap_young/` with no collection (every object young: the barrier tests a
+/// mark bit), `heap_no_gen/` with generational bookkeeping off.
+fn get_mut(c: &mut Criterion) {
+    let mut g = c.benchmark_group("get_mut");
+    for n in [SMALL, LARGE] {
+        g.throughput(Throughput::Elements(n));
+        for (name, collect, gen) in [
+            ("heap", true, true),
+            ("heap_young", false, true),
+            ("heap_no_gen", true, false),
+        ] {
+            let mut s = Sets::new(n);
+            s.heap.gc_config_mut().generational = gen;
+            for &h in &s.handles {
+                s.heap.add_to_root(h).unwrap();
+            }
+            if collect {
+                // Twice: the setting takes effect when a cycle completes.
+                s.heap.collect().unwrap();
+                s.heap.collect().unwrap();
+            }
+            g.bench_function(format!("{name}/{n}"), |b| {
+                b.iter(|| {
+                    for &h in &s.handles {
+                        if let Some(p) = s.heap.get_mut(h) {
+                            p.a = p.a.wrapping_add(1);
+                        }
+                    }
+                })
+            });
+        }
+        let mut s = Sets::new(n);
+        g.bench_function(format!("slotmap/{n}"), |b| {
+            b.iter(|| {
+                for &k in &s.keys {
+                    if let Some(p) = s.sm.get_mut(k) {
+                        p.a = p.a.wrapping_add(1);
+                    }
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
 // ----- resolve stale -------------------------------------------------------------
 
 fn resolve_stale(c: &mut Criterion) {
@@ -369,5 +417,13 @@ fn roots(c: &mut Criterion) {
 // allocator's state after that (glibc raises its mmap threshold once a 1.5 MiB
 // chunk is freed, so later chunks and objects interleave on the brk heap)
 // scatters objects built afterwards and makes `resolve` 3-5x slower.
-criterion_group!(benches, resolve, resolve_stale, iterate, roots, create);
+criterion_group!(
+    benches,
+    resolve,
+    get_mut,
+    resolve_stale,
+    iterate,
+    roots,
+    create
+);
 criterion_main!(benches);

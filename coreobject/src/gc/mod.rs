@@ -497,33 +497,32 @@ impl Collector {
         }
     }
 
-    /// The write barrier: every mutable access passes here.
+    /// The write barrier: every mutable access passes here. While marking,
+    /// every changed object joins the re-scan list. Between cycles
+    /// (generational), an old one does: the remembered set, which the next
+    /// minor cycle re-scans. Old: marked by the last cycle, or in the pool;
+    /// during a purge, every object counts as old. Inline: a flag test (an
+    /// object already listed) and a bit test (a young one) on the fast path.
     #[inline(always)]
     pub(crate) fn barrier(&mut self, item: &Item, index: u32) {
         if self.marking | self.gen {
-            self.barrier_slow(item, index);
+            let f = item.flags();
+            if f & flags::REGREY == 0
+                && (self.in_flight
+                    || f & flags::DISREGARD != 0
+                    || self
+                        .bits
+                        .get((index >> 6) as usize)
+                        .is_some_and(|w| w & (1 << (index & 63)) != 0))
+            {
+                self.remember(item, index);
+            }
         }
     }
 
-    /// While marking, every changed object joins the re-scan list. Between
-    /// cycles (generational), an old one does: the remembered set, which
-    /// the next minor cycle re-scans. Old: marked by the last cycle, or in
-    /// the pool; during a purge, every object counts as old.
     #[cold]
-    fn barrier_slow(&mut self, item: &Item, index: u32) {
-        let f = item.flags();
-        if f & flags::REGREY != 0 {
-            return;
-        }
-        let old = || {
-            self.in_flight
-                || f & flags::DISREGARD != 0
-                || self
-                    .bits
-                    .get((index >> 6) as usize)
-                    .is_some_and(|w| w & (1 << (index & 63)) != 0)
-        };
-        if (self.marking || old()) && item.set(flags::REGREY) & flags::REGREY == 0 {
+    fn remember(&mut self, item: &Item, index: u32) {
+        if item.set(flags::REGREY) & flags::REGREY == 0 {
             self.regrey.push(index);
         }
     }
