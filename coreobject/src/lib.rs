@@ -380,10 +380,15 @@
 //! * **[`gc`]**: the collector, a state machine with private fields that
 //!   borrows what it works on for the length of one slice (`Stage`: the
 //!   array, the names, the listeners, the referencers) and owns its phase and
-//!   work lists between slices. `mark.rs` is the prefetching, non-recursive
-//!   marker; `sweep.rs` the purge in Unreal's order; `stats.rs` what a cycle
-//!   and a tick report; `debug.rs` reference chains and memory reports;
-//!   `par.rs` parallel marking on a persistent worker pool.
+//!   work lists between slices. `mod.rs` drives a cycle (start, slices,
+//!   completion); `plan.rs` is the policy (which kind of cycle a tick
+//!   starts, pacing); `barrier.rs` what creation and mutation tell the
+//!   collector (the write barrier, the remembered set); `mark_phase.rs` one
+//!   slice of marking (the pool, the drain, the looks at what the program
+//!   did); `mark.rs` is the prefetching, non-recursive marker and `par.rs`
+//!   its parallel form on a persistent worker pool; `sweep.rs` the purge in
+//!   Unreal's order; `stats.rs` what a cycle and a tick report; `debug.rs`
+//!   reference chains and memory reports.
 //! * **`inners.rs`**: the outer → inners index, kept at creation and free,
 //!   for [`Heap::for_each_with_outer`] and, with
 //!   [`GcConfig::outer_keeps_inners`], for the marker (see [`gc`]).

@@ -210,10 +210,13 @@
 //! assert_eq!(heap.gc_totals().total_freed, 2);
 //! ```
 
+mod barrier;
 mod budget;
 pub(crate) mod debug;
 pub(crate) mod mark;
+mod mark_phase;
 mod par;
+mod plan;
 pub(crate) mod stats;
 mod sweep;
 
@@ -226,7 +229,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::array::{flags, Item, ObjectArray};
+use crate::array::{flags, ObjectArray};
 use crate::config::GcConfig;
 use crate::handle::AnyObj;
 use crate::inners::Inners;
@@ -332,10 +335,6 @@ struct Cycle {
     /// objects finished this cycle). Major cycles walk the bitmap instead.
     list: Vec<u32>,
 }
-
-/// The share of [`GcConfig::incremental_debt`]'s allowance by which a paced
-/// cycle aims to end.
-const PACE_TARGET: f64 = 0.8;
 
 /// The collector: its settings, its state between slices, its books.
 pub(crate) struct Collector {
@@ -477,122 +476,7 @@ impl Collector {
             })
     }
 
-    // ----- what creation and mutation tell the collector ------------------------
-
-    /// Flags to give an object created now.
-    #[inline(always)]
-    pub(crate) fn birth_flags(&self) -> u32 {
-        if self.in_flight {
-            flags::BORN
-        } else {
-            0
-        }
-    }
-
-    /// Counts bytes allocated, for the bytes trigger.
-    #[inline(always)]
-    pub(crate) fn note_alloc(&self, bytes: usize) {
-        if self.config.bytes_threshold.is_some() {
-            self.bytes_since_gc.fetch_add(bytes, Ordering::Relaxed);
-        }
-    }
-
-    /// The write barrier: every mutable access passes here. While marking,
-    /// every changed object joins the re-scan list. Between cycles
-    /// (generational), an old one does: the remembered set, which the next
-    /// minor cycle re-scans. Old: marked by the last cycle, or in the pool;
-    /// during a purge, every object counts as old. Inline: a flag test (an
-    /// object already listed) and a bit test (a young one) on the fast path.
-    #[inline(always)]
-    pub(crate) fn barrier(&mut self, item: &Item, index: u32) {
-        if self.marking | self.gen {
-            let f = item.flags();
-            if f & flags::REGREY == 0
-                && (self.in_flight
-                    || f & flags::DISREGARD != 0
-                    || self
-                        .bits
-                        .get((index >> 6) as usize)
-                        .is_some_and(|w| w & (1 << (index & 63)) != 0))
-            {
-                self.remember(item, index);
-            }
-        }
-    }
-
-    #[cold]
-    fn remember(&mut self, item: &Item, index: u32) {
-        if item.set(flags::REGREY) & flags::REGREY == 0 {
-            self.regrey.push(index);
-        }
-    }
-
-    /// An object was marked as garbage: a minor cycle must free it even if
-    /// it is old.
-    pub(crate) fn note_garbage(&self, h: AnyObj) {
-        if self.gen {
-            self.garbage.lock().push(h);
-        }
-    }
-
-    /// An object whose garbage mark was cleared: marking must look at it.
-    pub(crate) fn note_cleared_garbage(&self, h: AnyObj) {
-        if self.marking {
-            self.greyed.lock().push(h);
-        }
-    }
-
     // ----- driving ----------------------------------------------------------------
-
-    /// The first trigger that fires now, if the collector is enabled, and
-    /// the kind of cycle it starts: the young threshold starts a minor
-    /// cycle, every other trigger a major one (unless
-    /// [`GcConfig::automatic_majors`] is off).
-    fn due_trigger(&self, array: &ObjectArray) -> Option<(Trigger, CycleKind)> {
-        let c = &self.config;
-        let considered = || array.len().saturating_sub(array.pool_end() as usize);
-        let major = |t| Some((t, CycleKind::Major));
-        // Growth counts from the last major cycle when minors run between.
-        let base = if c.generational {
-            self.major_survivors
-        } else {
-            self.survivors
-        };
-        if !self.enabled {
-            None
-        } else if c.every_frame {
-            major(Trigger::EveryFrame)
-        } else if !c.automatic_majors {
-            self.young_due(array)
-        } else if c.interval.is_some_and(|i| self.since_last >= i) {
-            major(Trigger::Interval)
-        } else if c.object_threshold.is_some_and(|t| considered() >= t) {
-            major(Trigger::ObjectCount)
-        } else if c
-            .bytes_threshold
-            .is_some_and(|t| self.bytes_since_gc.load(Ordering::Relaxed) >= t)
-        {
-            major(Trigger::Bytes)
-        } else if c.growth.is_some_and(|g| {
-            let goal = (base as f64 * g) as usize;
-            considered() >= goal.max(c.growth_floor)
-        }) {
-            major(Trigger::Growth)
-        } else {
-            self.young_due(array)
-        }
-    }
-
-    /// A minor cycle, if the young threshold is reached.
-    fn young_due(&self, array: &ObjectArray) -> Option<(Trigger, CycleKind)> {
-        let considered = array.len().saturating_sub(array.pool_end() as usize);
-        let t = self
-            .config
-            .young_threshold
-            .filter(|_| self.config.generational)?;
-        (considered >= self.survivors.saturating_add(t))
-            .then_some((Trigger::Young, CycleKind::Minor))
-    }
 
     /// Runs a whole collection of `kind` now: finishes a cycle in flight
     /// first.
@@ -857,275 +741,6 @@ impl Collector {
         };
         resume(caught);
         out
-    }
-
-    /// Paces a timed slice ([`GcConfig::incremental_stretch`]). The objects
-    /// created since the previous slice owe the cycle their share of its
-    /// time, so that it ends by the time creation reaches [`PACE_TARGET`]
-    /// of the debt limit (the rest is slack for the estimate's error): the cycle's time is estimated from the last completed cycle's
-    /// time per object alive at its start ([`estimate`](Self::estimate)).
-    /// What a slice cannot pay within `incremental_stretch` times its budget
-    /// is carried to the next. A cycle found behind schedule (a larger share
-    /// of the allowance created than of the cycle done, see
-    /// [`progress`](Self::progress)) gets the whole stretch.
-    fn pace(&self, cycle: &mut Cycle, budget: &mut Budget, t0: Instant) {
-        let born = cycle.born.len();
-        let new = born - cycle.born_paced.min(born);
-        cycle.born_paced = born;
-        // The estimate is a major cycle's; a minor one is paced by its budget.
-        if cycle.kind == CycleKind::Minor {
-            return;
-        }
-        let (Some(limit), Some(slice)) = (self.config.incremental_debt, self.config.incremental)
-        else {
-            return;
-        };
-        let stretch = self.config.incremental_stretch;
-        if cycle.forced || stretch <= 1.0 || budget.deadline().is_none() {
-            return;
-        }
-        let live = cycle.live_at_start.max(1) as f64;
-        let Some(cycle_secs) = self.estimate(cycle, live) else {
-            return;
-        };
-        // The whole cycle's time, spread over the objects the debt allows
-        // before the pacing target.
-        // Every step saturates: settings set through `gc_config_mut` are not
-        // validated, and no value may make a tick panic mid-cycle.
-        let allowance = PACE_TARGET * limit.max(f64::MIN_POSITIVE) * live;
-        let share = cycle_secs / allowance;
-        let secs = |s: f64| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX);
-        cycle.owed = cycle.owed.saturating_add(secs(new as f64 * share));
-        let cap = secs(slice.as_secs_f64() * stretch);
-        // Behind schedule (more of the allowance used than of the cycle
-        // done): the whole stretch, whatever the estimate says is owed.
-        let used = born as f64 / allowance;
-        if used > self.progress(cycle, live) {
-            budget.extend(t0.checked_add(cap));
-        } else if cycle.owed > slice {
-            budget.extend(t0.checked_add(cycle.owed.min(cap)));
-        }
-    }
-
-    /// How far along the cycle is, roughly, in `0..=1`: marking counted as
-    /// the first half (by the objects marked against those alive at the
-    /// start), the sweep and the free steps as a quarter each (by their
-    /// position in the table).
-    fn progress(&self, cycle: &Cycle, live: f64) -> f64 {
-        let span = cycle.hw.saturating_sub(cycle.pool_end).max(1) as f64;
-        let at = |i: u32| i.saturating_sub(cycle.pool_end) as f64 / span;
-        match cycle.step {
-            Step::Pool(_) => 0.0,
-            Step::Mark => 0.5 * (cycle.stats.marked as f64 / live).min(1.0),
-            Step::Sweep(i) => 0.5 + 0.25 * at(i),
-            Step::Poll(_) | Step::Finish(_) => 0.75,
-            Step::Free(i) => 0.75 + 0.25 * at(i),
-            Step::Settle(_) => 1.0,
-        }
-    }
-
-    /// A cycle's whole collector time, in seconds: from the last completed
-    /// cycle's time per live object; in a heap's first cycle, from this one's
-    /// marking so far (marking taken as half the cycle, and as far along as
-    /// the objects marked are a share of those alive at the start, which
-    /// errs long when much of the heap is garbage). `None` before any marking.
-    fn estimate(&self, cycle: &Cycle, live: f64) -> Option<f64> {
-        if let Some(per_live) = self.secs_per_live {
-            return Some(per_live * live);
-        }
-        let mark = cycle.stats.mark.as_secs_f64();
-        if self.marking {
-            let marked = cycle.stats.marked as f64;
-            (marked > 0.0).then(|| 2.0 * mark * live / marked)
-        } else {
-            Some(2.0 * mark)
-        }
-    }
-
-    /// One marking slice. Returns `true` when marking is complete (the cycle
-    /// has moved on to the purge).
-    fn mark_slice(
-        &mut self,
-        stage: &mut Stage<'_>,
-        cycle: &mut Cycle,
-        budget: &mut Budget,
-    ) -> bool {
-        stage.array.sync();
-        stage.array.take_born(&mut cycle.born);
-        stage.array.take_touched(&mut self.regrey);
-        // Drains of a large enough heap run on several threads, budgeted or not.
-        let threads = cycle.threads;
-        if threads > 1 && self.pool.as_ref().map(par::Pool::threads) != Some(threads) {
-            // A pool whose threads cannot start leaves marking on this thread.
-            self.pool = par::Pool::new(threads);
-        }
-        let pool = self.pool.as_ref().filter(|_| threads > 1);
-        let chunks = stage.array.chunks().clone();
-        let inners = cycle.outer_keeps_inners.then_some(&*stage.inners);
-        let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw, inners);
-        let drain = |marker: &mut Marker<'_>, budget: &mut Budget| match pool {
-            Some(pool) => marker.drain_parallel(pool, budget),
-            None => marker.drain(budget),
-        };
-        cycle.stats.mark_threads = cycle
-            .stats
-            .mark_threads
-            .max(pool.map_or(1, par::Pool::threads));
-
-        // The pool's objects are permanent; what they reference stays alive.
-        if let Step::Pool(from) = cycle.step {
-            let mut i = from;
-            if cycle.kind == CycleKind::Minor {
-                // The pool is old: pool objects changed since the last cycle
-                // are in the remembered set, and only new ones (young) are
-                // scanned. Unbudgeted: one flag test per young object.
-                for &y in &cycle.list {
-                    let item = chunks.at(y);
-                    let f = item.flags();
-                    let (Some(p), Some(s)) = (item.object(), NonZeroU32::new(item.serial())) else {
-                        continue;
-                    };
-                    if f & flags::DISREGARD != 0 {
-                        marker.scan_slot(y, item, p);
-                    } else if cycle.outer_keeps_inners && f & flags::DEAD == 0 {
-                        // An old outer is alive, and keeps its young inners.
-                        let h = AnyObj::new(y, s);
-                        if let Ok(Some(o)) = stage.array.outer(h, flags::DEAD) {
-                            if marker.is_black(o.index())
-                                && stage.array.lookup(o, flags::DEAD).is_ok()
-                            {
-                                marker.visit(h);
-                            }
-                        }
-                    }
-                }
-                i = cycle.pool_end;
-            }
-            while i < cycle.pool_end {
-                let item = chunks.at(i);
-                if item.flags() & flags::DISREGARD != 0 {
-                    if let Some(p) = item.object() {
-                        marker.scan_slot(i, item, p);
-                    }
-                }
-                i += 1;
-                if budget.spend(1) {
-                    cycle.step = Step::Pool(i);
-                    return false;
-                }
-            }
-            for (_, r) in stage.referencers {
-                let mut counting = CountVisits {
-                    inner: &mut marker,
-                    n: 0,
-                };
-                r.add_referenced_objects(&mut counting);
-                cycle.stats.roots += counting.n;
-            }
-            cycle.step = Step::Mark;
-        }
-
-        loop {
-            if !drain(&mut marker, budget) {
-                cycle.stats.marked += std::mem::take(&mut marker.marked);
-                return false;
-            }
-            // The queue is dry. Look at everything the program did since the
-            // previous slice; if none of it greys an object, marking is done.
-            // New roots and strong handles.
-            let roots = &stage.array.roots_mut()[cycle.roots_seen..];
-            for &i in roots {
-                let item = chunks.at(i);
-                if item.is_root() {
-                    if let Some(s) = NonZeroU32::new(item.serial()) {
-                        marker.visit(AnyObj::new(i, s));
-                    }
-                }
-            }
-            cycle.roots_seen += roots.len();
-            // Objects whose garbage mark was cleared.
-            for h in std::mem::take(&mut *self.greyed.lock()) {
-                marker.visit(h);
-            }
-            // Objects created since the previous look: black, but their
-            // references must be traced. Budgeted: a mutator allocating
-            // fast can create many between two slices.
-            while cycle.born_seen < cycle.born.len() {
-                let i = cycle.born[cycle.born_seen];
-                cycle.born_seen += 1;
-                marker.set_mark(i);
-                let item = chunks.at(i);
-                // Scanned even if marked as garbage since: it survives this
-                // cycle, so what it references must too (else clearing the
-                // mark later would expose freed children).
-                if item.flags() & flags::UNREACHABLE == 0 {
-                    if let Some(p) = item.object() {
-                        marker.scan_slot(i, item, p);
-                    }
-                }
-                if budget.spend(1) {
-                    cycle.stats.marked += std::mem::take(&mut marker.marked);
-                    return false;
-                }
-            }
-            // Objects changed since they were last looked at: through
-            // `get_mut` (the write barrier), or, for interior-mutable
-            // classes, handed out as `&T` at all (the read barrier). Re-scan
-            // the ones already scanned; the others will be scanned, as they
-            // are now, if reached. The whole list, always: it holds each
-            // object changed since the previous slice once, so its cost is
-            // the program's writes, never the heap; it is charged to the
-            // budget; and a mutator that writes between every two slices
-            // cannot keep marking from ending (a partial pass could be
-            // refilled as fast as it is worked off).
-            while let Some(i) = self.regrey.pop() {
-                let item = chunks.at(i);
-                let f = item.clear(flags::REGREY);
-                if f & flags::UNREACHABLE == 0
-                    && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
-                {
-                    if let Some(p) = item.object() {
-                        marker.scan_slot(i, item, p);
-                    }
-                }
-                budget.spend(1);
-            }
-            // Referencers report afresh: nothing tells us what they changed.
-            for (_, r) in stage.referencers {
-                r.add_referenced_objects(&mut marker);
-            }
-            // Done when what the program did greys nothing new. (The queue
-            // may still hold entries: stale handles and garbage objects are
-            // queued by every look, and never marked.)
-            let before = marker.marked;
-            if !drain(&mut marker, budget) {
-                cycle.stats.marked += std::mem::take(&mut marker.marked);
-                return false;
-            }
-            if marker.marked == before {
-                break;
-            }
-        }
-        cycle.stats.marked += std::mem::take(&mut marker.marked);
-        // Marking is over: hand the bitmap to the array, which hides what it
-        // did not reach until the sweep has flagged all of it.
-        self.marking = false;
-        let array = &mut *stage.array;
-        // Generational: the purge's changes are remembered for the next cycle.
-        array.watch(self.gen);
-        let c = &mut array.condemned;
-        std::mem::swap(&mut c.marks, &mut self.bits);
-        c.start = cycle.pool_end;
-        c.end = cycle.hw;
-        c.active = true;
-        cycle.scanned_born = cycle.born_seen;
-        // A major cycle's sweep walks the bitmap from the pool's end; a minor
-        // one walks its list from the start.
-        cycle.step = Step::Sweep(match cycle.kind {
-            CycleKind::Major => cycle.pool_end,
-            CycleKind::Minor => 0,
-        });
-        true
     }
 
     /// A panic escaped user code while marking: forget the cycle, free

@@ -1,0 +1,201 @@
+//! One slice of the mark phase: the pool's objects, the referencers, the
+//! drain of the work queue, and the looks at what the program did since the
+//! previous slice (new roots, cleared garbage marks, objects created, the
+//! re-scan list), until a look greys nothing new. The marker itself (queue,
+//! pipeline, stealing) is in `gc/mark.rs` and `gc/par.rs`.
+
+use std::num::NonZeroU32;
+
+use super::budget::Budget;
+use super::{par, Collector, CountVisits, Cycle, CycleKind, Marker, Stage, Step};
+use crate::array::flags;
+use crate::handle::AnyObj;
+use crate::trace::Visitor;
+
+impl Collector {
+    /// One marking slice. Returns `true` when marking is complete (the cycle
+    /// has moved on to the purge).
+    pub(super) fn mark_slice(
+        &mut self,
+        stage: &mut Stage<'_>,
+        cycle: &mut Cycle,
+        budget: &mut Budget,
+    ) -> bool {
+        stage.array.sync();
+        stage.array.take_born(&mut cycle.born);
+        stage.array.take_touched(&mut self.regrey);
+        // Drains of a large enough heap run on several threads, budgeted or not.
+        let threads = cycle.threads;
+        if threads > 1 && self.pool.as_ref().map(par::Pool::threads) != Some(threads) {
+            // A pool whose threads cannot start leaves marking on this thread.
+            self.pool = par::Pool::new(threads);
+        }
+        let pool = self.pool.as_ref().filter(|_| threads > 1);
+        let chunks = stage.array.chunks().clone();
+        let inners = cycle.outer_keeps_inners.then_some(&*stage.inners);
+        let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw, inners);
+        let drain = |marker: &mut Marker<'_>, budget: &mut Budget| match pool {
+            Some(pool) => marker.drain_parallel(pool, budget),
+            None => marker.drain(budget),
+        };
+        cycle.stats.mark_threads = cycle
+            .stats
+            .mark_threads
+            .max(pool.map_or(1, par::Pool::threads));
+
+        // The pool's objects are permanent; what they reference stays alive.
+        if let Step::Pool(from) = cycle.step {
+            let mut i = from;
+            if cycle.kind == CycleKind::Minor {
+                // The pool is old: pool objects changed since the last cycle
+                // are in the remembered set, and only new ones (young) are
+                // scanned. Unbudgeted: one flag test per young object.
+                for &y in &cycle.list {
+                    let item = chunks.at(y);
+                    let f = item.flags();
+                    let (Some(p), Some(s)) = (item.object(), NonZeroU32::new(item.serial())) else {
+                        continue;
+                    };
+                    if f & flags::DISREGARD != 0 {
+                        marker.scan_slot(y, item, p);
+                    } else if cycle.outer_keeps_inners && f & flags::DEAD == 0 {
+                        // An old outer is alive, and keeps its young inners.
+                        let h = AnyObj::new(y, s);
+                        if let Ok(Some(o)) = stage.array.outer(h, flags::DEAD) {
+                            if marker.is_black(o.index())
+                                && stage.array.lookup(o, flags::DEAD).is_ok()
+                            {
+                                marker.visit(h);
+                            }
+                        }
+                    }
+                }
+                i = cycle.pool_end;
+            }
+            while i < cycle.pool_end {
+                let item = chunks.at(i);
+                if item.flags() & flags::DISREGARD != 0 {
+                    if let Some(p) = item.object() {
+                        marker.scan_slot(i, item, p);
+                    }
+                }
+                i += 1;
+                if budget.spend(1) {
+                    cycle.step = Step::Pool(i);
+                    return false;
+                }
+            }
+            for (_, r) in stage.referencers {
+                let mut counting = CountVisits {
+                    inner: &mut marker,
+                    n: 0,
+                };
+                r.add_referenced_objects(&mut counting);
+                cycle.stats.roots += counting.n;
+            }
+            cycle.step = Step::Mark;
+        }
+
+        loop {
+            if !drain(&mut marker, budget) {
+                cycle.stats.marked += std::mem::take(&mut marker.marked);
+                return false;
+            }
+            // The queue is dry. Look at everything the program did since the
+            // previous slice; if none of it greys an object, marking is done.
+            // New roots and strong handles.
+            let roots = &stage.array.roots_mut()[cycle.roots_seen..];
+            for &i in roots {
+                let item = chunks.at(i);
+                if item.is_root() {
+                    if let Some(s) = NonZeroU32::new(item.serial()) {
+                        marker.visit(AnyObj::new(i, s));
+                    }
+                }
+            }
+            cycle.roots_seen += roots.len();
+            // Objects whose garbage mark was cleared.
+            for h in std::mem::take(&mut *self.greyed.lock()) {
+                marker.visit(h);
+            }
+            // Objects created since the previous look: black, but their
+            // references must be traced. Budgeted: a mutator allocating
+            // fast can create many between two slices.
+            while cycle.born_seen < cycle.born.len() {
+                let i = cycle.born[cycle.born_seen];
+                cycle.born_seen += 1;
+                marker.set_mark(i);
+                let item = chunks.at(i);
+                // Scanned even if marked as garbage since: it survives this
+                // cycle, so what it references must too (else clearing the
+                // mark later would expose freed children).
+                if item.flags() & flags::UNREACHABLE == 0 {
+                    if let Some(p) = item.object() {
+                        marker.scan_slot(i, item, p);
+                    }
+                }
+                if budget.spend(1) {
+                    cycle.stats.marked += std::mem::take(&mut marker.marked);
+                    return false;
+                }
+            }
+            // Objects changed since they were last looked at: through
+            // `get_mut` (the write barrier), or, for interior-mutable
+            // classes, handed out as `&T` at all (the read barrier). Re-scan
+            // the ones already scanned; the others will be scanned, as they
+            // are now, if reached. The whole list, always: it holds each
+            // object changed since the previous slice once, so its cost is
+            // the program's writes, never the heap; it is charged to the
+            // budget; and a mutator that writes between every two slices
+            // cannot keep marking from ending (a partial pass could be
+            // refilled as fast as it is worked off).
+            while let Some(i) = self.regrey.pop() {
+                let item = chunks.at(i);
+                let f = item.clear(flags::REGREY);
+                if f & flags::UNREACHABLE == 0
+                    && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
+                {
+                    if let Some(p) = item.object() {
+                        marker.scan_slot(i, item, p);
+                    }
+                }
+                budget.spend(1);
+            }
+            // Referencers report afresh: nothing tells us what they changed.
+            for (_, r) in stage.referencers {
+                r.add_referenced_objects(&mut marker);
+            }
+            // Done when what the program did greys nothing new. (The queue
+            // may still hold entries: stale handles and garbage objects are
+            // queued by every look, and never marked.)
+            let before = marker.marked;
+            if !drain(&mut marker, budget) {
+                cycle.stats.marked += std::mem::take(&mut marker.marked);
+                return false;
+            }
+            if marker.marked == before {
+                break;
+            }
+        }
+        cycle.stats.marked += std::mem::take(&mut marker.marked);
+        // Marking is over: hand the bitmap to the array, which hides what it
+        // did not reach until the sweep has flagged all of it.
+        self.marking = false;
+        let array = &mut *stage.array;
+        // Generational: the purge's changes are remembered for the next cycle.
+        array.watch(self.gen);
+        let c = &mut array.condemned;
+        std::mem::swap(&mut c.marks, &mut self.bits);
+        c.start = cycle.pool_end;
+        c.end = cycle.hw;
+        c.active = true;
+        cycle.scanned_born = cycle.born_seen;
+        // A major cycle's sweep walks the bitmap from the pool's end; a minor
+        // one walks its list from the start.
+        cycle.step = Step::Sweep(match cycle.kind {
+            CycleKind::Major => cycle.pool_end,
+            CycleKind::Minor => 0,
+        });
+        true
+    }
+}

@@ -1,0 +1,149 @@
+//! The collector's policy: which kind of cycle a tick starts, and when
+//! (the triggers), and how long a timed slice may run to keep up with the
+//! program (pacing). The mechanism that runs a cycle is in `gc/mod.rs`.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::budget::Budget;
+use super::{Collector, Cycle, CycleKind, Step, Trigger};
+use crate::array::ObjectArray;
+
+/// The share of [`GcConfig::incremental_debt`]'s allowance by which a paced
+/// cycle aims to end.
+const PACE_TARGET: f64 = 0.8;
+
+impl Collector {
+    /// The first trigger that fires now, if the collector is enabled, and
+    /// the kind of cycle it starts: the young threshold starts a minor
+    /// cycle, every other trigger a major one (unless
+    /// [`GcConfig::automatic_majors`] is off).
+    pub(super) fn due_trigger(&self, array: &ObjectArray) -> Option<(Trigger, CycleKind)> {
+        let c = &self.config;
+        let considered = || array.len().saturating_sub(array.pool_end() as usize);
+        let major = |t| Some((t, CycleKind::Major));
+        // Growth counts from the last major cycle when minors run between.
+        let base = if c.generational {
+            self.major_survivors
+        } else {
+            self.survivors
+        };
+        if !self.enabled {
+            None
+        } else if c.every_frame {
+            major(Trigger::EveryFrame)
+        } else if !c.automatic_majors {
+            self.young_due(array)
+        } else if c.interval.is_some_and(|i| self.since_last >= i) {
+            major(Trigger::Interval)
+        } else if c.object_threshold.is_some_and(|t| considered() >= t) {
+            major(Trigger::ObjectCount)
+        } else if c
+            .bytes_threshold
+            .is_some_and(|t| self.bytes_since_gc.load(Ordering::Relaxed) >= t)
+        {
+            major(Trigger::Bytes)
+        } else if c.growth.is_some_and(|g| {
+            let goal = (base as f64 * g) as usize;
+            considered() >= goal.max(c.growth_floor)
+        }) {
+            major(Trigger::Growth)
+        } else {
+            self.young_due(array)
+        }
+    }
+
+    /// A minor cycle, if the young threshold is reached.
+    fn young_due(&self, array: &ObjectArray) -> Option<(Trigger, CycleKind)> {
+        let considered = array.len().saturating_sub(array.pool_end() as usize);
+        let t = self
+            .config
+            .young_threshold
+            .filter(|_| self.config.generational)?;
+        (considered >= self.survivors.saturating_add(t))
+            .then_some((Trigger::Young, CycleKind::Minor))
+    }
+
+    /// Paces a timed slice ([`GcConfig::incremental_stretch`]). The objects
+    /// created since the previous slice owe the cycle their share of its
+    /// time, so that it ends by the time creation reaches [`PACE_TARGET`]
+    /// of the debt limit (the rest is slack for the estimate's error): the cycle's time is estimated from the last completed cycle's
+    /// time per object alive at its start ([`estimate`](Self::estimate)).
+    /// What a slice cannot pay within `incremental_stretch` times its budget
+    /// is carried to the next. A cycle found behind schedule (a larger share
+    /// of the allowance created than of the cycle done, see
+    /// [`progress`](Self::progress)) gets the whole stretch.
+    pub(super) fn pace(&self, cycle: &mut Cycle, budget: &mut Budget, t0: Instant) {
+        let born = cycle.born.len();
+        let new = born - cycle.born_paced.min(born);
+        cycle.born_paced = born;
+        // The estimate is a major cycle's; a minor one is paced by its budget.
+        if cycle.kind == CycleKind::Minor {
+            return;
+        }
+        let (Some(limit), Some(slice)) = (self.config.incremental_debt, self.config.incremental)
+        else {
+            return;
+        };
+        let stretch = self.config.incremental_stretch;
+        if cycle.forced || stretch <= 1.0 || budget.deadline().is_none() {
+            return;
+        }
+        let live = cycle.live_at_start.max(1) as f64;
+        let Some(cycle_secs) = self.estimate(cycle, live) else {
+            return;
+        };
+        // The whole cycle's time, spread over the objects the debt allows
+        // before the pacing target.
+        // Every step saturates: settings set through `gc_config_mut` are not
+        // validated, and no value may make a tick panic mid-cycle.
+        let allowance = PACE_TARGET * limit.max(f64::MIN_POSITIVE) * live;
+        let share = cycle_secs / allowance;
+        let secs = |s: f64| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX);
+        cycle.owed = cycle.owed.saturating_add(secs(new as f64 * share));
+        let cap = secs(slice.as_secs_f64() * stretch);
+        // Behind schedule (more of the allowance used than of the cycle
+        // done): the whole stretch, whatever the estimate says is owed.
+        let used = born as f64 / allowance;
+        if used > self.progress(cycle, live) {
+            budget.extend(t0.checked_add(cap));
+        } else if cycle.owed > slice {
+            budget.extend(t0.checked_add(cycle.owed.min(cap)));
+        }
+    }
+
+    /// How far along the cycle is, roughly, in `0..=1`: marking counted as
+    /// the first half (by the objects marked against those alive at the
+    /// start), the sweep and the free steps as a quarter each (by their
+    /// position in the table).
+    fn progress(&self, cycle: &Cycle, live: f64) -> f64 {
+        let span = cycle.hw.saturating_sub(cycle.pool_end).max(1) as f64;
+        let at = |i: u32| i.saturating_sub(cycle.pool_end) as f64 / span;
+        match cycle.step {
+            Step::Pool(_) => 0.0,
+            Step::Mark => 0.5 * (cycle.stats.marked as f64 / live).min(1.0),
+            Step::Sweep(i) => 0.5 + 0.25 * at(i),
+            Step::Poll(_) | Step::Finish(_) => 0.75,
+            Step::Free(i) => 0.75 + 0.25 * at(i),
+            Step::Settle(_) => 1.0,
+        }
+    }
+
+    /// A cycle's whole collector time, in seconds: from the last completed
+    /// cycle's time per live object; in a heap's first cycle, from this one's
+    /// marking so far (marking taken as half the cycle, and as far along as
+    /// the objects marked are a share of those alive at the start, which
+    /// errs long when much of the heap is garbage). `None` before any marking.
+    fn estimate(&self, cycle: &Cycle, live: f64) -> Option<f64> {
+        if let Some(per_live) = self.secs_per_live {
+            return Some(per_live * live);
+        }
+        let mark = cycle.stats.mark.as_secs_f64();
+        if self.marking {
+            let marked = cycle.stats.marked as f64;
+            (marked > 0.0).then(|| 2.0 * mark * live / marked)
+        } else {
+            Some(2.0 * mark)
+        }
+    }
+}
