@@ -140,6 +140,20 @@ impl<C: Carry> Ring<C> {
     }
 }
 
+/// The admission test, the same for every marker: a queued handle greys
+/// its object (returned with its item flags) only if the slot still holds
+/// the object it names, which is neither garbage, nor being destroyed, nor
+/// in the pool (pool objects are scanned, never marked). The mark bit is the
+/// caller's to test and set.
+#[inline(always)]
+pub(super) fn admit(item: &Item, serial: u32) -> Option<(NonNull<Header>, u32)> {
+    let f = item.flags();
+    if item.serial() != serial || f & (flags::DEAD | flags::DISREGARD) != 0 {
+        return None;
+    }
+    Some((item.object()?, f))
+}
+
 /// What popping the queue gave.
 enum Pop<S> {
     /// The queue is empty.
@@ -277,12 +291,7 @@ impl<'a> Marker<'a> {
         if self.is_marked(i) {
             return Pop::Skip;
         }
-        let item = self.chunks.at(i);
-        let f = item.flags();
-        if item.serial() != serial || f & (flags::DEAD | flags::DISREGARD) != 0 {
-            return Pop::Skip;
-        }
-        let Some(p) = item.object() else {
+        let Some((p, f)) = admit(self.chunks.at(i), serial) else {
             return Pop::Skip;
         };
         self.set_mark(i);
@@ -301,15 +310,8 @@ impl<'a> Marker<'a> {
     fn skip_dead_front(&mut self) -> bool {
         while let Some(&bits) = self.queue.front() {
             let (i, serial) = (bits as u32, (bits >> 32) as u32);
-            if !self.is_marked(i) {
-                let item = self.chunks.at(i);
-                let f = item.flags();
-                if item.serial() == serial
-                    && f & (flags::DEAD | flags::DISREGARD) == 0
-                    && item.object().is_some()
-                {
-                    return false;
-                }
+            if !self.is_marked(i) && admit(self.chunks.at(i), serial).is_some() {
+                return false;
             }
             self.queue.pop_front();
         }

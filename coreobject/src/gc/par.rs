@@ -119,8 +119,8 @@ use crossbeam_utils::Backoff;
 use parking_lot::Mutex;
 
 use super::budget::Budget;
-use super::mark::{Bare, Carry, Keyed, Ring, RING};
-use crate::array::{flags, Chunks};
+use super::mark::{admit, Bare, Carry, Keyed, Ring, RING};
+use crate::array::Chunks;
 use crate::handle::AnyObj;
 use crate::inners::Inners;
 use crate::object::Header;
@@ -689,12 +689,7 @@ impl ParMarker<'_> {
         if i >= sh.high_water || sh.is_marked(i) {
             return None;
         }
-        let item = sh.chunks.at(i);
-        let f = item.flags();
-        if item.serial() != serial || f & (flags::DEAD | flags::DISREGARD) != 0 {
-            return None;
-        }
-        let p = item.object()?;
+        let (p, f) = admit(sh.chunks.at(i), serial)?;
         let (w, bit) = (&sh.bits[(i >> 6) as usize], 1u64 << (i & 63));
         let old = w.load(Ordering::Relaxed);
         if old & bit != 0 {
