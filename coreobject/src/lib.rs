@@ -351,10 +351,15 @@
 //! For contributors and the curious: `ls src` is the architecture, one
 //! concept per module.
 //!
-//! * **`heap.rs`**: [`Heap`], a facade with private fields. Creation,
-//!   resolution, roots, names, iteration, the pool, listeners and the
-//!   collector's controls are all methods here, and each is a few lines that
-//!   delegate to the rooms below. It holds no `unsafe` block.
+//! * **`heap/`**: [`Heap`], a facade with private fields, one file per
+//!   topic of its methods: `create.rs` (creating, class defaults),
+//!   `access.rs` (resolving; `get_mut`, the write barrier's caller),
+//!   `roots.rs` (roots, strong handles, garbage marks), `names.rs`,
+//!   `iter.rs` (iteration and counts), `pool.rs` (the disregard-for-GC
+//!   pool), `hooks.rs` (listeners and referencers), `collect.rs` (cycles and
+//!   the collector's settings), `debug.rs` (reports). Each method is a few
+//!   lines that delegate to the rooms below. It holds no `unsafe` block, and
+//!   `gc/` never imports it.
 //! * **`array/`**: the object array (Unreal's `FUObjectArray`). `table.rs`
 //!   holds the 64K-item chunks that never move and the lock-free, one-atomic
 //!   index allocator that reuses freed slots LIFO; `item.rs` the 24-byte item

@@ -1,0 +1,275 @@
+//! Collecting: whole, minor and incremental cycles, the collector's settings and callbacks.
+
+use std::time::Duration;
+
+use crate::config::GcConfig;
+use crate::error::Error;
+use crate::gc::{
+    CollectStats, Collector, CycleKind, GcTotals, Phase, PreCollect, Stage, Tick, Trigger,
+};
+use crate::listener::HookId;
+
+use super::Heap;
+
+impl Heap {
+    /// Splits the heap into the collector and what it works on.
+    pub(super) fn stage(&mut self) -> (&mut Collector, Stage<'_>) {
+        if self.gc.config().outer_keeps_inners {
+            self.ensure_inners();
+        }
+        (
+            &mut self.gc,
+            Stage {
+                array: &mut self.array,
+                names: &mut self.names,
+                listeners: &self.listeners,
+                referencers: &self.referencers,
+                inners: self.inners.get_mut(),
+            },
+        )
+    }
+
+    /// Runs a full collection now (Unreal's `CollectGarbage`), finishing
+    /// first any incremental cycle in flight. Refused with
+    /// [`Error::GcDisabled`] while the collector is disabled.
+    ///
+    /// # Panics
+    /// Resumes the first panic raised by a destruction hook, a delete
+    /// listener, a `Drop` or a post-collection callback, after the collection
+    /// has completed, its totals are counted and the heap is consistent (see
+    /// [`Lifecycle`](crate::Lifecycle)). A panic in a pre-collection callback
+    /// propagates at once, before anything is marked. A panic while marking (a
+    /// hand-written `Trace` or a [`Referencer`](crate::Referencer)) abandons the cycle with
+    /// nothing freed and no root forgotten.
+    ///
+    /// ```
+    /// # use coreobject::{Error, Heap, Object};
+    /// # #[derive(Object, Default)] struct Coin;
+    /// let mut heap = Heap::new();
+    /// heap.create(Coin);
+    /// heap.set_enabled(false);
+    /// assert_eq!(heap.collect(), Err(Error::GcDisabled));
+    /// heap.set_enabled(true);
+    /// assert_eq!(heap.collect().unwrap().freed, 1);
+    /// ```
+    pub fn collect(&mut self) -> Result<CollectStats, Error> {
+        if !self.gc.is_enabled() {
+            return Err(Error::GcDisabled);
+        }
+        let (gc, stage) = self.stage();
+        Ok(gc.collect(stage, Trigger::Explicit, CycleKind::Major))
+    }
+
+    /// Runs a **minor** cycle now (finishing first any cycle in flight): it
+    /// marks from the roots, the referencers, the old objects changed since
+    /// the last cycle (through [`get_mut`](Self::get_mut), or borrowed at all
+    /// if their class is interior-mutable) and the young objects reachable
+    /// from those, and frees the young objects it did not reach and every
+    /// object marked as garbage. Objects that survived an earlier cycle are
+    /// taken as alive, so an old object that became unreachable waits for
+    /// the next major cycle ([`collect`](Self::collect)), and so does what
+    /// only it references. Its cost follows what the program created and
+    /// changed since the last cycle, not the size of the heap.
+    ///
+    /// Without [`GcConfig::generational`](crate::GcConfig::generational)
+    /// since the last cycle completed, it runs a major cycle instead
+    /// ([`CollectStats::kind`] says which ran). Refused with
+    /// [`Error::GcDisabled`] while the collector is disabled.
+    ///
+    /// # Panics
+    /// As [`collect`](Self::collect).
+    ///
+    /// ```
+    /// use coreobject::{CycleKind, Heap, Obj, Object};
+    /// #[derive(Object, Default)]
+    /// struct Node { next: Vec<Obj<Node>> }
+    /// let mut heap = Heap::new();
+    /// let world = heap.spawn(Node::default()).root().create().unwrap();
+    /// for _ in 0..1_000 {
+    ///     let n = heap.create(Node::default());
+    ///     heap[world].next.push(n);
+    /// }
+    /// heap.collect().unwrap(); // the world is old now
+    /// let kept = heap.create(Node::default());
+    /// heap[world].next.push(kept); // remembered: `world` is old and changed
+    /// heap.create(Node::default()); // young garbage
+    /// let stats = heap.collect_minor().unwrap();
+    /// assert_eq!(stats.kind, CycleKind::Minor);
+    /// assert_eq!((stats.young, stats.remembered, stats.freed), (2, 1, 1));
+    /// assert!(stats.marked < 10, "old objects are not marked again");
+    /// assert!(heap.contains(kept));
+    /// ```
+    pub fn collect_minor(&mut self) -> Result<CollectStats, Error> {
+        if !self.gc.is_enabled() {
+            return Err(Error::GcDisabled);
+        }
+        let (gc, stage) = self.stage();
+        Ok(gc.collect(stage, Trigger::Explicit, CycleKind::Minor))
+    }
+
+    /// Advances the collector by one frame of `dt`.
+    ///
+    /// Stop-the-world ([`GcConfig::incremental`](crate::GcConfig::incremental)
+    /// is `None`): collects if a trigger fires (interval, object count,
+    /// bytes, growth, or every frame), and otherwise finishes objects whose
+    /// destruction was deferred and that are now ready. Incremental: runs at
+    /// most one slice of the budget: starts a cycle when a trigger fires,
+    /// otherwise continues marking or purging the cycle in flight, otherwise
+    /// polls deferred objects. The returned [`Tick`] says what it did.
+    ///
+    /// # Panics
+    /// As [`collect`](Self::collect), at the end of the slice in which the
+    /// panic was caught.
+    ///
+    /// ```
+    /// use coreobject::{GcConfig, Heap, HeapConfig, Object, Trigger};
+    /// use std::time::Duration;
+    /// #[derive(Object, Default)] struct Spark;
+    /// let cfg = HeapConfig { gc: GcConfig { interval: Some(Duration::from_millis(50)), ..GcConfig::MANUAL }, ..HeapConfig::DEFAULT };
+    /// let mut heap = Heap::with_config(cfg).unwrap();
+    /// heap.create(Spark);
+    /// assert!(heap.tick(Duration::from_millis(16)).completed.is_none());
+    /// let stats = heap.tick(Duration::from_millis(40)).completed.unwrap();
+    /// assert_eq!(stats.trigger, Trigger::Interval);
+    /// assert!(heap.is_empty());
+    /// ```
+    ///
+    /// Incremental, with a budget of 2 ms per tick:
+    ///
+    /// ```
+    /// use coreobject::{GcConfig, Heap, HeapConfig, Obj, Object, Phase};
+    /// use std::time::Duration;
+    /// #[derive(Object, Default)] struct Node { next: Option<Obj<Node>> }
+    /// let gc = GcConfig { incremental: Some(Duration::from_millis(2)), every_frame: true, ..GcConfig::MANUAL };
+    /// let mut heap = Heap::with_config(HeapConfig { gc, ..HeapConfig::DEFAULT }).unwrap();
+    /// let keep = heap.create(Node::default());
+    /// heap.add_to_root(keep).unwrap();
+    /// let lost = heap.create(Node::default());
+    /// let stats = loop {
+    ///     let tick = heap.tick(Duration::from_millis(16));
+    ///     if let Some(stats) = tick.completed { break stats; }
+    ///     assert_ne!(tick.phase, Phase::Idle);
+    /// };
+    /// assert_eq!(stats.freed, 1);
+    /// assert!(heap.get(lost).is_none() && heap.get(keep).is_some());
+    /// ```
+    pub fn tick(&mut self, dt: Duration) -> Tick {
+        let (gc, stage) = self.stage();
+        gc.tick(stage, dt)
+    }
+
+    /// Runs one slice of at most `work` units of collection (objects
+    /// marked, swept, finished or freed, at least one), whatever the clock:
+    /// the cycle in flight continues, or a new one starts. For programs that
+    /// pace collection by work rather than time, as gc-arena does, and for
+    /// deterministic tests of incremental collection.
+    ///
+    /// ```
+    /// use coreobject::{Heap, Obj, Object, Phase};
+    /// #[derive(Object, Default)] struct Node { next: Option<Obj<Node>> }
+    /// let mut heap = Heap::new();
+    /// let root = heap.create(Node::default());
+    /// heap.add_to_root(root).unwrap();
+    /// for _ in 0..100 { heap.create(Node::default()); }
+    /// let mut slices = 0;
+    /// let stats = loop {
+    ///     slices += 1;
+    ///     if let Some(stats) = heap.step(10).completed { break stats; }
+    /// };
+    /// assert_eq!(stats.freed, 100);
+    /// assert!(slices > 10, "{slices} slices");
+    /// assert_eq!(heap.gc_phase(), Phase::Idle);
+    /// ```
+    pub fn step(&mut self, work: usize) -> Tick {
+        let (gc, stage) = self.stage();
+        gc.step(stage, work, CycleKind::Major)
+    }
+
+    /// [`step`](Self::step), starting a minor cycle (see
+    /// [`collect_minor`](Self::collect_minor)) if none is in flight.
+    pub fn step_minor(&mut self, work: usize) -> Tick {
+        let (gc, stage) = self.stage();
+        gc.step(stage, work, CycleKind::Minor)
+    }
+
+    /// Where the collector is: idle, marking or purging a cycle.
+    pub fn gc_phase(&self) -> Phase {
+        self.gc.phase()
+    }
+
+    /// Enables or disables the collector (Unreal's `DisallowGC`, as a
+    /// switch). While disabled, `collect` is refused and `tick` starts
+    /// no cycle (a cycle in flight goes on).
+    pub fn set_enabled(&mut self, enabled: bool) {
+        self.gc.set_enabled(enabled);
+    }
+
+    /// Whether the collector is enabled.
+    pub fn is_enabled(&self) -> bool {
+        self.gc.is_enabled()
+    }
+
+    /// The collector's settings.
+    pub fn gc_config(&self) -> &GcConfig {
+        self.gc.config()
+    }
+
+    /// The collector's settings, to change triggers at run time.
+    ///
+    /// ```
+    /// # use coreobject::Heap;
+    /// let mut heap = Heap::new();
+    /// heap.gc_config_mut().every_frame = true;
+    /// ```
+    pub fn gc_config_mut(&mut self) -> &mut GcConfig {
+        self.gc.config_mut()
+    }
+
+    /// Stats of the last completed cycle.
+    pub fn last_collection(&self) -> Option<&CollectStats> {
+        self.gc.last()
+    }
+
+    /// Running totals.
+    pub fn gc_totals(&self) -> &GcTotals {
+        self.gc.totals()
+    }
+
+    /// Objects waiting for `is_ready_for_finish_destroy`.
+    pub fn pending_destroy(&self) -> usize {
+        self.gc.pending_len()
+    }
+
+    /// Registers a callback run before each cycle.
+    pub fn on_pre_collect(&mut self, f: impl FnMut(&PreCollect) + Send + Sync + 'static) -> HookId {
+        let id = self.next_hook_id();
+        self.gc.on_pre(id, Box::new(f));
+        id
+    }
+
+    /// Registers a callback run after each cycle, with its stats.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # use std::sync::{Arc, Mutex};
+    /// let seen = Arc::new(Mutex::new(0));
+    /// let mut heap = Heap::new();
+    /// let s = seen.clone();
+    /// heap.on_post_collect(move |st| *s.lock().unwrap() += st.freed + 1);
+    /// heap.collect().unwrap();
+    /// assert_eq!(*seen.lock().unwrap(), 1);
+    /// ```
+    pub fn on_post_collect(
+        &mut self,
+        f: impl FnMut(&CollectStats) + Send + Sync + 'static,
+    ) -> HookId {
+        let id = self.next_hook_id();
+        self.gc.on_post(id, Box::new(f));
+        id
+    }
+
+    /// Removes a pre- or post-collection callback.
+    pub fn remove_gc_callback(&mut self, id: HookId) -> bool {
+        self.gc.remove_callback(id)
+    }
+}

@@ -1,0 +1,263 @@
+//! Creating objects: `create`, `spawn`, at a chosen index or serial, and class default objects.
+
+use std::sync::atomic::Ordering;
+
+use crate::array::flags;
+use crate::class::Object;
+use crate::error::{CapReport, Error, PoolError};
+use crate::handle::{AnyObj, Obj};
+use crate::listener::ObjectEvent;
+use crate::names::NameArg;
+
+use super::{Heap, Spawn};
+
+impl Heap {
+    /// Creates an object and returns its handle. Thread-safe: takes `&self`.
+    ///
+    /// # Panics
+    /// If the object cap is reached; the message lists the classes filling
+    /// the table. Use [`try_create`](Self::try_create) to get the error.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Gem { carats: u8 }
+    /// let heap = Heap::new();
+    /// let g = heap.create(Gem { carats: 2 });
+    /// assert_eq!(heap[g].carats, 2);
+    /// ```
+    #[inline]
+    pub fn create<T: Object>(&self, value: T) -> Obj<T> {
+        match self.try_create(value) {
+            Ok(h) => h,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Creates an object, or reports that the cap is reached.
+    ///
+    /// ```
+    /// use coreobject::{Error, Heap, HeapConfig, Object};
+    /// #[derive(Object, Default)]
+    /// struct Gem;
+    /// let heap = Heap::with_config(HeapConfig { max_objects: 1, ..HeapConfig::DEFAULT }).unwrap();
+    /// heap.try_create(Gem).unwrap();
+    /// let err = heap.try_create(Gem).unwrap_err();
+    /// assert!(err.to_string().contains("object cap of 1 reached"));
+    /// assert!(err.to_string().contains("Gem 1"));
+    /// ```
+    #[inline]
+    pub fn try_create<T: Object>(&self, value: T) -> Result<Obj<T>, Error> {
+        match self.array.reserve() {
+            Some(index) => Ok(self.publish(index, value, None, 0)),
+            None => Err(self.cap_error()),
+        }
+    }
+
+    /// Starts building an object with an outer, a name or a root flag.
+    pub fn spawn<T: Object>(&self, value: T) -> Spawn<'_, T> {
+        Spawn {
+            heap: self,
+            value,
+            outer: None,
+            name: None,
+            root: false,
+        }
+    }
+
+    pub(super) fn create_full<T: Object>(
+        &self,
+        value: T,
+        outer: Option<AnyObj>,
+        name: Option<&NameArg>,
+    ) -> Result<Obj<T>, Error> {
+        if let Some(o) = outer {
+            self.array.lookup(o, flags::DEAD)?;
+        }
+        let Some(name) = name else {
+            let index = self.array.reserve().ok_or_else(|| self.cap_error())?;
+            return Ok(self.publish(index, value, outer, 0));
+        };
+        // Hold the name lock across creation so two threads cannot both take a name.
+        let mut names = self.names.write();
+        let key = names.claim(outer, name)?;
+        let index = match self.array.reserve() {
+            Some(i) => i,
+            None => {
+                names.release(key);
+                drop(names);
+                return Err(self.cap_error());
+            }
+        };
+        let h = self.publish_quiet(index, value, outer, 0);
+        names.insert(h.any(), key);
+        self.array.at(h.index()).set(flags::NAMED);
+        drop(names);
+        self.notify_create(h.any());
+        Ok(h)
+    }
+
+    /// Creates an object at a chosen free index (Unreal's
+    /// `AlreadyAllocatedIndex`, for undo/redo or replication). Indices
+    /// skipped past the high water become free: they are not objects, and
+    /// cost neither memory per index nor a chunk until one is handed out.
+    /// O(1) amortized. See also
+    /// [`create_at_with_serial`](Self::create_at_with_serial).
+    ///
+    /// ```
+    /// use coreobject::{Error, Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Prop;
+    /// let mut heap = Heap::new();
+    /// let p = heap.create_at(40, Prop).unwrap();
+    /// assert_eq!(p.index(), 40);
+    /// assert_eq!(heap.create_at(40, Prop).unwrap_err(), Error::IndexTaken(40));
+    /// ```
+    pub fn create_at<T: Object>(&mut self, index: u32, value: T) -> Result<Obj<T>, Error> {
+        if self.array.pool().open {
+            return Err(PoolError::CreateAtWhileOpen.into());
+        }
+        self.array.claim(index)?;
+        Ok(self.publish(index, value, None, 0))
+    }
+
+    /// Creates an object at a chosen free index with a chosen serial
+    /// (Unreal's `AllocateUObjectIndex` with an `AlreadyAllocatedIndex` and
+    /// a `SerialNumber`), for undo and replication: handles that named the
+    /// slot's last occupant, or an object elsewhere, resolve to the new one.
+    ///
+    /// A slot's generation only moves forward, and a free slot's current
+    /// serial is the next one to issue. Accepted are the serial of the slot's
+    /// last occupant (undo), a serial of this heap's tag the slot never issued
+    /// (a newer generation, up to the heap's limit), and, for a slot never
+    /// used, any generation of this heap. Refused with
+    /// [`Error::SerialRefused`]: another heap's tag, a generation outside this
+    /// heap's range, a retired slot, a generation older than the last
+    /// occupant's (handles to a later occupant would resolve to the new
+    /// object), and one of the tag's last two generations
+    /// ([`serial::MAX_GENERATION`](crate::serial::MAX_GENERATION)` - 1` and
+    /// up) that the slot never issued: a heap tag returns to the pool above
+    /// every generation its heap issued, so those would retire the tag for
+    /// the process ([`SerialRefusal::WouldRetireTag`](crate::SerialRefusal::WouldRetireTag)).
+    /// A taken index is refused with [`Error::IndexTaken`]. Once
+    /// the object is freed, its slot moves past `serial` as usual.
+    ///
+    /// ```
+    /// use coreobject::{Error, Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Prop(u32);
+    /// let mut heap = Heap::new();
+    /// let old = heap.create(Prop(1));
+    /// heap.collect().unwrap(); // unrooted: freed
+    /// assert!(heap.get(old).is_none());
+    /// let back = heap.create_at_with_serial(old.index(), old.serial(), Prop(2)).unwrap();
+    /// assert_eq!(back, old);
+    /// assert_eq!(heap[old].0, 2);
+    /// let err = heap.create_at_with_serial(old.index(), old.serial(), Prop(3));
+    /// assert_eq!(err, Err(Error::IndexTaken(old.index())));
+    /// ```
+    pub fn create_at_with_serial<T: Object>(
+        &mut self,
+        index: u32,
+        serial: u32,
+        value: T,
+    ) -> Result<Obj<T>, Error> {
+        if self.array.pool().open {
+            return Err(PoolError::CreateAtWhileOpen.into());
+        }
+        self.array.claim_with_serial(index, serial)?;
+        // Handles to another class may carry this serial: typed resolves of
+        // this object compare the class (see `ObjectArray::resolve`).
+        Ok(self.publish(index, value, None, flags::RESTORED))
+    }
+
+    #[inline]
+    pub(super) fn publish<T: Object>(
+        &self,
+        index: u32,
+        value: T,
+        outer: Option<AnyObj>,
+        extra: u32,
+    ) -> Obj<T> {
+        let h = self.publish_quiet(index, value, outer, extra);
+        if !self.listeners.create.is_empty() {
+            self.notify_create(h.any());
+        }
+        h
+    }
+
+    /// Fills a reserved slot, with item flags `extra` besides the usual
+    /// ones. The caller owns `index` exclusively.
+    #[inline]
+    pub(super) fn publish_quiet<T: Object>(
+        &self,
+        index: u32,
+        value: T,
+        outer: Option<AnyObj>,
+        extra: u32,
+    ) -> Obj<T> {
+        self.gc.note_alloc(T::class().size());
+        let h = self
+            .array
+            .fill(index, value, outer, self.gc.birth_flags() | extra);
+        if let Some(o) = outer {
+            self.note_inner(o, h.any());
+        }
+        h
+    }
+
+    /// Files a new object under its outer (alive, checked by the caller; it
+    /// cannot be freed meanwhile: that takes `&mut self`).
+    pub(super) fn note_inner(&self, outer: AnyObj, inner: AnyObj) {
+        // SeqCst with `ensure_inners`: either this sees the index on, or the
+        // scan that turns it on sees this object (or both: duplicates are
+        // harmless and removed when read).
+        if self.inners_on.load(Ordering::SeqCst) {
+            self.inners.lock().insert(outer, inner);
+            self.array.at(outer.index()).set(flags::OUTER);
+        }
+    }
+
+    /// Builds the outer → inners index from the table, once.
+    pub(super) fn ensure_inners(&self) {
+        if self.inners_on.load(Ordering::Acquire) {
+            return;
+        }
+        let mut index = self.inners.lock();
+        if self.inners_on.load(Ordering::SeqCst) {
+            return;
+        }
+        self.inners_on.store(true, Ordering::SeqCst);
+        for i in 0..self.array.high_water() {
+            let Some(o) = self.array.slot(&self.names, i) else {
+                continue;
+            };
+            if let Some(outer) = o.outer() {
+                if self.array.lookup(outer, 0).is_ok() {
+                    index.insert(outer, o.id());
+                    self.array.at(outer.index()).set(flags::OUTER);
+                }
+            }
+        }
+    }
+
+    pub(super) fn notify_create(&self, obj: AnyObj) {
+        if let Ok(header) = self.array.header(obj, 0) {
+            let event = ObjectEvent {
+                object: obj,
+                class: header.class(),
+            };
+            for (_, l) in &self.listeners.create {
+                l.on_create(&event);
+            }
+        }
+    }
+
+    #[cold]
+    pub(super) fn cap_error(&self) -> Error {
+        Error::CapReached(CapReport {
+            cap: self.array.cap(),
+            by_class: self.array.class_counts(true),
+        })
+    }
+}
