@@ -40,8 +40,8 @@
 //!   class holds fewer than [`KEEP_EMPTY`] empty pages, and returned
 //!   otherwise.
 //! * On Linux, pages are carved out of 2 MiB-aligned runs mapped from the
-//!   system (see `vm`), from the third run on with transparent huge pages
-//!   asked for; a returned page's memory goes back to the system at once
+//!   system (see `vm`), from the third run on filled when mapped; a
+//!   returned page's memory goes back to the system at once
 //!   (`MADV_DONTNEED`) and its address is reused for the next page any size
 //!   class needs. Elsewhere each page is one global-allocator block.
 //! * Objects never move: the table's item points at the slot for the
@@ -88,9 +88,10 @@ const FULL: u8 = BANDS as u8 + 1;
 
 const CLASSES: usize = MAX_SLOT / GRAIN;
 
-/// Runs a heap maps before it asks for huge pages: a small heap stays small
-/// (a huge page is resident whole once touched).
-const SMALL_RUNS: usize = 2;
+/// Runs a heap maps whose pages fault in as they are touched; later runs
+/// are filled when mapped (see `vm`), which costs a heap past this size its
+/// memory 2 MiB at a time.
+const LAZY_RUNS: usize = 2;
 
 /// The head of a page.
 #[repr(C)]
@@ -166,7 +167,7 @@ impl PageSource {
             return p;
         }
         if self.next == self.end {
-            let run = vm::map(vm::HUGE, self.runs.len() >= SMALL_RUNS);
+            let run = vm::map(vm::HUGE, self.runs.len() >= LAZY_RUNS);
             self.runs.push(run);
             self.next = run;
             // SAFETY: the run is `HUGE` bytes long.

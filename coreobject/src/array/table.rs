@@ -49,6 +49,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::item::Item;
+use super::vm;
 use crate::sync::{AtomicI64, AtomicPtr};
 
 /// Items per chunk (Unreal's `NumElementsPerChunk`).
@@ -66,11 +67,32 @@ pub const CHUNK_SIZE: u32 = 128;
 pub const CHUNK_SIZE: u32 = 2;
 const CHUNK_SHIFT: u32 = CHUNK_SIZE.trailing_zeros();
 
+/// Bytes of one chunk.
+const CHUNK_BYTES: usize = CHUNK_SIZE as usize * std::mem::size_of::<Item>();
+
+/// Chunks mapped together from the system, when [`vm::ENABLED`]: the fewest
+/// that fill whole huge pages (4 chunks of 1.5 MiB make three).
+const GROUP: usize = {
+    let mut k = 1;
+    while k * CHUNK_BYTES % vm::HUGE != 0 {
+        k += 1;
+    }
+    k
+};
+
+/// Chunks below this fault in item by item as they are first used; later
+/// ones are filled in one system call when installed ([`vm::populate`]),
+/// which costs a heap past 64K objects its memory a chunk at a time.
+const LAZY_CHUNKS: usize = 1;
+
 /// The chunk directory. Shared (through an `Arc`) with every
 /// [`StrongObj`](crate::StrongObj), whose drop must reach its item's ref count
 /// on any thread, even after the heap is gone.
 pub(crate) struct Chunks {
     dir: Box<[AtomicPtr<Item>]>,
+    /// When [`vm::ENABLED`]: the mappings of [`GROUP`] chunks each, made on
+    /// first use; chunk `c` lies in group `c / GROUP`. Empty otherwise.
+    groups: Box<[AtomicPtr<u8>]>,
     /// What [`at`](Chunks::at) gives for a slot whose chunk was never
     /// allocated: an empty, never-used item. Only ever read.
     vacant: Item,
@@ -84,8 +106,12 @@ unsafe impl Send for Chunks {}
 impl Chunks {
     fn new(cap: u32) -> Chunks {
         let n = cap.div_ceil(CHUNK_SIZE) as usize;
+        let groups = if vm::ENABLED { n.div_ceil(GROUP) } else { 0 };
         Chunks {
             dir: (0..n)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            groups: (0..groups)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
             vacant: Item::new(),
@@ -117,6 +143,25 @@ impl Chunks {
         if !slot.load(Ordering::Acquire).is_null() {
             return;
         }
+        if vm::ENABLED {
+            let c = (index >> CHUNK_SHIFT) as usize;
+            let chunk = self
+                .group(c / GROUP)
+                .wrapping_add((c % GROUP) * CHUNK_BYTES);
+            // Racing threads store the same pointer: whoever loses has nothing to undo.
+            let won = slot
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    chunk.cast(),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok();
+            if won && c >= LAZY_CHUNKS {
+                vm::populate(chunk, CHUNK_BYTES);
+            }
+            return;
+        }
         let fresh: Box<[Item]> = (0..CHUNK_SIZE).map(|_| Item::new()).collect();
         let fresh = Box::into_raw(fresh) as *mut Item;
         if slot
@@ -131,6 +176,40 @@ impl Chunks {
             // SAFETY: `fresh` came from `Box::into_raw` of a CHUNK_SIZE slice just above
             // and lost the race, so nobody else has seen it.
             drop(unsafe { Box::from_raw(chunk_slice(fresh)) });
+        }
+    }
+
+    /// Bytes mapped for group `g`: its chunks, rounded up to whole huge
+    /// pages (only the last group may have fewer than [`GROUP`] chunks).
+    fn group_bytes(&self, g: usize) -> usize {
+        let chunks = GROUP.min(self.dir.len() - g * GROUP);
+        (chunks * CHUNK_BYTES).next_multiple_of(vm::HUGE)
+    }
+
+    /// The mapping of group `g`, made now if it was not. Lock-free: racing
+    /// threads each map one, one wins the CAS, the others unmap theirs.
+    fn group(&self, g: usize) -> *mut u8 {
+        let entry = &self.groups[g];
+        let base = entry.load(Ordering::Acquire);
+        if !base.is_null() {
+            return base;
+        }
+        let bytes = self.group_bytes(g);
+        // Zeroed memory is a run of vacant items: every field of `Item::new()` is zero.
+        let fresh = vm::map(bytes, false);
+        match entry.compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => fresh,
+            Err(winner) => {
+                // SAFETY: `fresh` was mapped just above with `bytes` and lost the race,
+                // so nobody else has seen it.
+                unsafe { vm::unmap(fresh, bytes) };
+                winner
+            }
         }
     }
 
@@ -168,6 +247,17 @@ impl Drop for Chunks {
                 || (v.object().is_none() && v.serial() == 0 && v.flags() == 0 && v.refcount() == 0),
             "coreobject internal error: the vacant item was written to"
         );
+        if vm::ENABLED {
+            for (g, entry) in self.groups.iter().enumerate() {
+                let p = entry.load(Ordering::Acquire);
+                if !p.is_null() {
+                    // SAFETY: a non-null group came from `vm::map` of `group_bytes(g)`
+                    // bytes, and `drop` runs once, after every other owner is gone.
+                    unsafe { vm::unmap(p, self.group_bytes(g)) };
+                }
+            }
+            return;
+        }
         for c in self.dir.iter() {
             let p = c.load(Ordering::Acquire);
             if !p.is_null() {

@@ -1,14 +1,24 @@
 //! Memory straight from the system, for the object pages and the table's
-//! chunks: 2 MiB-aligned runs that the kernel may back with transparent huge
-//! pages.
+//! chunks, in 2 MiB-aligned runs.
 //!
-//! A heap of a hundred million objects touches gigabytes of fresh memory. In
-//! 4 KiB pages that is one page fault per 4 KiB (hundreds of thousands of
-//! faults a gigabyte, most of the build's time in the kernel); a 2 MiB huge
-//! page takes one fault, and one TLB entry, for 512 of them. Linux hands out
-//! huge pages for a region when asked (`madvise(MADV_HUGEPAGE)`, which is
-//! what `/sys/kernel/mm/transparent_hugepage/enabled` set to `madvise`
-//! waits for), and only for 2 MiB-aligned ranges, hence the alignment.
+//! A heap of a hundred million objects touches gigabytes of fresh memory,
+//! and with the global allocator each 4 KiB of it costs a page fault (the
+//! table's even two: a read maps the shared zero page, the first write
+//! copies it). Here:
+//!
+//! * Runs are mapped directly (`mmap`), so pages need no allocator header
+//!   or alignment slack, and a returned page's memory goes back to the
+//!   system at once ([`decommit`]).
+//! * Once a heap is past its first few megabytes, a run is filled in one
+//!   system call when mapped ([`populate`], `MADV_POPULATE_WRITE`) instead
+//!   of one fault per 4 KiB as objects land in it: the kernel still zeroes
+//!   every page, but the fault entries and exits go.
+//! * Runs are aligned to 2 MiB, so that a system whose transparent huge
+//!   pages are `always` on can back them with huge pages. They do not ask
+//!   for them (`MADV_HUGEPAGE`): on a KVM guest whose free memory is handed
+//!   back to its host, faulting huge pages in made building a 50M-object
+//!   heap 2-3x slower (the time went to zeroing them, `clear_page_erms`),
+//!   and marking no faster.
 //!
 //! Only on Linux (and never under miri or loom, which cannot run the system
 //! calls); elsewhere [`ENABLED`] is false and callers use the global
@@ -17,7 +27,7 @@
 /// Whether runs come from here (Linux) or callers use the global allocator.
 pub(crate) const ENABLED: bool = cfg!(all(target_os = "linux", not(miri), not(loom)));
 
-/// The huge page size, and the alignment of every run.
+/// The alignment of every run, and the unit of their sizes: a huge page.
 pub(crate) const HUGE: usize = 2 << 20;
 
 #[cfg(all(target_os = "linux", not(miri), not(loom)))]
@@ -28,9 +38,9 @@ mod sys {
     use super::HUGE;
 
     /// Maps `bytes` (a multiple of [`HUGE`]) of zeroed memory aligned to
-    /// [`HUGE`]; asks for huge pages if `huge`. Aborts through
+    /// [`HUGE`], touched in advance if `fill`. Aborts through
     /// `handle_alloc_error` if the system refuses.
-    pub(crate) fn map(bytes: usize, huge: bool) -> *mut u8 {
+    pub(crate) fn map(bytes: usize, fill: bool) -> *mut u8 {
         debug_assert!(bytes > 0 && bytes % HUGE == 0);
         let len = bytes + HUGE;
         // SAFETY: a fresh anonymous private mapping at an address the kernel chooses
@@ -53,7 +63,7 @@ mod sys {
         let p = p.cast::<u8>();
         let head = (HUGE - (p as usize & (HUGE - 1))) & (HUGE - 1);
         let tail = len - head - bytes;
-        // SAFETY: `head <= HUGE`, so the aligned start and the run after it lie inside
+        // SAFETY: `head < HUGE`, so the aligned start and the run after it lie inside
         // the mapping just made.
         let run = unsafe { p.add(head) };
         // SAFETY: the unaligned head and the tail past the run lie inside the mapping
@@ -66,12 +76,19 @@ mod sys {
                 libc::munmap(run.add(bytes).cast(), tail);
             }
         }
-        if huge {
-            // SAFETY: advice on a range this mapping owns; it changes no contents.
-            // A kernel without transparent huge pages refuses it, which is harmless.
-            unsafe { libc::madvise(run.cast(), bytes, libc::MADV_HUGEPAGE) };
+        if fill {
+            populate(run, bytes);
         }
         run
+    }
+
+    /// Faults `bytes` at `p` in now, in one system call, as if each 4 KiB
+    /// had been written. A kernel older than 5.14 refuses, which is
+    /// harmless: the pages then fault in when touched.
+    pub(crate) fn populate(p: *mut u8, bytes: usize) {
+        // SAFETY: populating changes no contents (fresh pages read as zeros either
+        // way); a range outside a mapping is refused, not touched.
+        unsafe { libc::madvise(p.cast(), bytes, libc::MADV_POPULATE_WRITE) };
     }
 
     /// Unmaps a run from [`map`].
@@ -100,8 +117,12 @@ mod sys {
 mod sys {
     //! Never called: [`ENABLED`](super::ENABLED) is false.
 
-    pub(crate) fn map(_bytes: usize, _huge: bool) -> *mut u8 {
+    pub(crate) fn map(_bytes: usize, _fill: bool) -> *mut u8 {
         unreachable!("vm::map without system runs")
+    }
+
+    pub(crate) fn populate(_p: *mut u8, _bytes: usize) {
+        unreachable!("vm::populate without system runs")
     }
 
     /// # Safety
@@ -117,4 +138,4 @@ mod sys {
     }
 }
 
-pub(crate) use sys::{decommit, map, unmap};
+pub(crate) use sys::{decommit, map, populate, unmap};
