@@ -169,6 +169,10 @@ impl PageSource {
         if self.next == self.end {
             let run = vm::map(vm::HUGE, self.runs.len() >= LAZY_RUNS);
             self.runs.push(run);
+            // Room for every page carved so far to come back, so that `put`
+            // (inside a collection's purge) never allocates.
+            let carved = self.runs.len() * (vm::HUGE / PAGE);
+            self.free.reserve(carved - self.free.len());
             self.next = run;
             // SAFETY: the run is `HUGE` bytes long.
             self.end = unsafe { run.add(vm::HUGE) };
