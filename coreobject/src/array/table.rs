@@ -71,13 +71,16 @@ const CHUNK_SHIFT: u32 = CHUNK_SIZE.trailing_zeros();
 const CHUNK_BYTES: usize = CHUNK_SIZE as usize * std::mem::size_of::<Item>();
 
 /// Chunks mapped together from the system, when [`vm::ENABLED`]: the fewest
-/// that fill whole huge pages (4 chunks of 1.5 MiB make three).
-const GROUP: usize = {
+/// that fill whole 2 MiB units (4 chunks of 1.5 MiB make three), so that a
+/// system with transparent huge pages always on can back them whole.
+const GROUP: usize = if vm::ENABLED {
     let mut k = 1;
     while k * CHUNK_BYTES % vm::HUGE != 0 {
         k += 1;
     }
     k
+} else {
+    1
 };
 
 /// Chunks below this fault in item by item as they are first used; later
@@ -138,7 +141,10 @@ impl Chunks {
 
     /// Makes sure the chunk holding `index` exists. Lock-free: racing
     /// threads each build one, one wins the CAS, the others drop theirs.
-    fn ensure(&self, index: u32) {
+    /// `fill`: fault a chunk that this call installs in now (past the
+    /// first [`LAZY_CHUNKS`]), as creation does; preallocation does not, so
+    /// that a preallocated table still costs memory only as it is used.
+    fn ensure(&self, index: u32, fill: bool) {
         let slot = &self.dir[(index >> CHUNK_SHIFT) as usize];
         if !slot.load(Ordering::Acquire).is_null() {
             return;
@@ -157,7 +163,7 @@ impl Chunks {
                     Ordering::Acquire,
                 )
                 .is_ok();
-            if won && c >= LAZY_CHUNKS {
+            if won && fill && c >= LAZY_CHUNKS {
                 vm::populate(chunk, CHUNK_BYTES);
             }
             return;
@@ -305,7 +311,7 @@ impl Table {
         let chunks = Arc::new(Chunks::new(cap));
         if preallocate {
             for c in 0..cap.div_ceil(CHUNK_SIZE) {
-                chunks.ensure(c * CHUNK_SIZE);
+                chunks.ensure(c * CHUNK_SIZE, false);
             }
         }
         let dir = NonNull::from(&chunks.dir[..]).cast::<AtomicPtr<Item>>();
@@ -354,7 +360,7 @@ impl Table {
             }
             i as u32
         };
-        self.chunks.ensure(index);
+        self.chunks.ensure(index, true);
         Some(index)
     }
 
@@ -444,7 +450,7 @@ impl Table {
             self.high_water = index + 1;
         }
         self.cursor.store(self.unreserved(), Ordering::Release);
-        self.chunks.ensure(index);
+        self.chunks.ensure(index, true);
         if let Some(taken) = &mut self.taken {
             taken.push(index);
         }
@@ -1393,5 +1399,28 @@ mod tests {
         assert_eq!(t.chunks.allocated_chunks(), 1);
         let p = Table::new(3 * CHUNK_SIZE, true);
         assert_eq!(p.chunks.allocated_chunks(), 3);
+    }
+
+    /// Chunks mapped in groups (natively on Linux) read as vacant in every
+    /// group, the last one short, and keep what is written to them apart.
+    #[test]
+    fn chunks_in_every_group_start_vacant() {
+        let n = 2 * GROUP as u32 + 1;
+        let mut t = Table::new(n * CHUNK_SIZE, false);
+        let picks = [0, GROUP as u32 * CHUNK_SIZE + 3, n * CHUNK_SIZE - 1];
+        for &i in &picks {
+            assert!(t.claim(i));
+        }
+        assert_eq!(t.chunks.allocated_chunks(), 3);
+        for &i in &picks {
+            let item = t.chunks.at(i);
+            assert!(item.object().is_none());
+            assert_eq!((item.serial(), item.flags(), item.refcount()), (0, 0, 0));
+            item.set(1 << 3);
+        }
+        for &i in &picks {
+            assert_eq!(t.chunks.at(i).flags(), 1 << 3);
+            assert_eq!(t.chunks.at(i + 1 - 2 * (i % 2)).flags(), 0);
+        }
     }
 }
