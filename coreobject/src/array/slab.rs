@@ -30,9 +30,13 @@
 //!   empty pages. Allocation takes a page of the **fullest band** that has
 //!   one, and an empty page only when no page is partly used. So new objects
 //!   fill the pages that are nearly full, and the nearly empty ones are left
-//!   to empty out as their objects die: after a peak, pages are returned
-//!   instead of each keeping a few survivors. A page moves between bands when
-//!   its count crosses a band's edge: O(1), no sorting.
+//!   to empty out as their objects die, and then be returned. This pays when
+//!   pages differ in occupancy (`coreobject-bench pages`, thinning
+//!   survivors: 18% fewer page bytes after 600 rounds of churn than filling
+//!   whichever page freed a slot last); when deaths are spread evenly, every
+//!   page keeps its share until churn thins it, whatever the order. A page
+//!   moves between bands when its count crosses a band's edge: O(1), no
+//!   sorting.
 //! * Within a page, allocation takes the most recently freed slot (LIFO:
 //!   likely still in cache), else the next never-used slot; a page that is
 //!   full leaves the lists.
