@@ -625,6 +625,10 @@ impl ObjectArray {
         self.table.chunks.allocated_chunks()
     }
 
+    /// Whether pages and chunks are mapped from the system directly rather
+    /// than allocated from the global allocator.
+    pub(crate) const MAPPED: bool = vm::ENABLED;
+
     /// Bytes of the root list and parked list.
     pub(crate) fn list_bytes(&self) -> usize {
         (self.roots.lock().capacity() + self.parked.capacity()) * 4

@@ -171,7 +171,8 @@ impl PageSource {
             return p;
         }
         if self.next == self.end {
-            let run = vm::map(vm::HUGE, self.runs.len() >= LAZY_RUNS);
+            // A spare run holds dead bytes, which pages never read before writing.
+            let (run, _) = vm::take(vm::HUGE, self.runs.len() >= LAZY_RUNS);
             self.runs.push(run);
             // Room for every page carved so far to come back, so that `put`
             // (inside a collection's purge) never allocates.
@@ -203,15 +204,15 @@ impl PageSource {
         self.free.push(p);
     }
 
-    /// Returns every run to the system.
+    /// Returns every run (to the spare list, or to the system).
     ///
     /// # Safety
     /// Nothing in any page from this source is used again.
     unsafe fn release_runs(&mut self) {
         for run in self.runs.drain(..) {
-            // SAFETY: each run came from `vm::map` of `HUGE` bytes and is mapped still;
-            // the caller's contract says nothing in it is used again.
-            unsafe { vm::unmap(run, vm::HUGE) };
+            // SAFETY: each run came from `vm::take` of `HUGE` bytes; the caller's
+            // contract says nothing in it is used again.
+            unsafe { vm::give(run, vm::HUGE) };
         }
         self.free.clear();
         self.next = ptr::null_mut();

@@ -201,8 +201,12 @@ impl Chunks {
             return base;
         }
         let bytes = self.group_bytes(g);
+        let (fresh, dirty) = vm::take(bytes, false);
+        if dirty {
+            // SAFETY: a spare run of `bytes` that nobody else holds.
+            unsafe { fresh.write_bytes(0, bytes) };
+        }
         // Zeroed memory is a run of vacant items: every field of `Item::new()` is zero.
-        let fresh = vm::map(bytes, false);
         match entry.compare_exchange(
             std::ptr::null_mut(),
             fresh,
@@ -211,9 +215,9 @@ impl Chunks {
         ) {
             Ok(_) => fresh,
             Err(winner) => {
-                // SAFETY: `fresh` was mapped just above with `bytes` and lost the race,
+                // SAFETY: `fresh` was taken just above with `bytes` and lost the race,
                 // so nobody else has seen it.
-                unsafe { vm::unmap(fresh, bytes) };
+                unsafe { vm::give(fresh, bytes) };
                 winner
             }
         }
@@ -256,10 +260,28 @@ impl Drop for Chunks {
         if vm::ENABLED {
             for (g, entry) in self.groups.iter().enumerate() {
                 let p = entry.load(Ordering::Acquire);
-                if !p.is_null() {
-                    // SAFETY: a non-null group came from `vm::map` of `group_bytes(g)`
-                    // bytes, and `drop` runs once, after every other owner is gone.
-                    unsafe { vm::unmap(p, self.group_bytes(g)) };
+                if p.is_null() {
+                    continue;
+                }
+                let bytes = self.group_bytes(g);
+                // A group whose chunks were all filled when installed is resident
+                // whole, and worth keeping for the next heap; the first group holds
+                // the chunks that fault in as used, and goes back to the system.
+                let chunks = g * GROUP..(g + 1) * GROUP;
+                let resident = g * GROUP >= LAZY_CHUNKS
+                    && chunks.clone().all(|c| {
+                        self.dir
+                            .get(c)
+                            .is_some_and(|d| !d.load(Ordering::Acquire).is_null())
+                    });
+                // SAFETY: a non-null group came from `vm::take` of `group_bytes(g)`
+                // bytes, and `drop` runs once, after every other owner is gone.
+                unsafe {
+                    if resident {
+                        vm::give(p, bytes);
+                    } else {
+                        vm::unmap(p, bytes);
+                    }
                 }
             }
             return;

@@ -20,6 +20,12 @@
 //!   heap 2-3x slower (the time went to zeroing them, `clear_page_erms`),
 //!   and marking no faster.
 //!
+//! * A heap that goes hands its runs to a process-wide spare list (up to
+//!   [`SPARE_BYTES`] of them, resident), which the next heap's runs come
+//!   from before new ones are mapped: a program that makes and drops heaps
+//!   one after another (a test suite, a level load) does not fault the same
+//!   memory in again each time, as it would not with the global allocator.
+//!
 //! Only on Linux (and never under miri or loom, which cannot run the system
 //! calls); elsewhere [`ENABLED`] is false and callers use the global
 //! allocator as before.
@@ -30,12 +36,54 @@ pub(crate) const ENABLED: bool = cfg!(all(target_os = "linux", not(miri), not(lo
 /// The alignment of every run, and the unit of their sizes: a huge page.
 pub(crate) const HUGE: usize = 2 << 20;
 
+/// Bytes of runs kept for reuse after their heap is gone.
+pub(crate) const SPARE_BYTES: usize = 64 << 20;
+
 #[cfg(all(target_os = "linux", not(miri), not(loom)))]
 mod sys {
     use std::alloc::{handle_alloc_error, Layout};
     use std::ptr;
 
-    use super::HUGE;
+    use parking_lot::Mutex;
+
+    use super::{HUGE, SPARE_BYTES};
+
+    /// Runs of heaps that are gone, their contents dead: (address, bytes).
+    struct Spare(Vec<(*mut u8, usize)>);
+
+    // SAFETY: the runs are owned by the list alone; nobody else holds their addresses.
+    unsafe impl Send for Spare {}
+
+    static SPARE: Mutex<Spare> = Mutex::new(Spare(Vec::new()));
+
+    /// A run of `bytes` (a multiple of [`HUGE`]): a spare one if there is
+    /// one of that size, else a new one (filled if `fill`). The flag says
+    /// which: a spare run holds what its last heap wrote, a new one zeros.
+    pub(crate) fn take(bytes: usize, fill: bool) -> (*mut u8, bool) {
+        let mut spare = SPARE.lock();
+        if let Some(i) = spare.0.iter().position(|&(_, b)| b == bytes) {
+            return (spare.0.swap_remove(i).0, true);
+        }
+        drop(spare);
+        (map(bytes, fill), false)
+    }
+
+    /// Gives back a run from [`take`] or [`map`]: kept for the next heap
+    /// while the spare list has room, unmapped otherwise.
+    ///
+    /// # Safety
+    /// `run` and `bytes` are a mapped run, and nothing in it is used again.
+    pub(crate) unsafe fn give(run: *mut u8, bytes: usize) {
+        let mut spare = SPARE.lock();
+        let held: usize = spare.0.iter().map(|&(_, b)| b).sum();
+        if held + bytes <= SPARE_BYTES {
+            spare.0.push((run, bytes));
+            return;
+        }
+        drop(spare);
+        // SAFETY: the caller's contract: a mapped run of `bytes`, dead.
+        unsafe { unmap(run, bytes) };
+    }
 
     /// Maps `bytes` (a multiple of [`HUGE`]) of zeroed memory aligned to
     /// [`HUGE`], touched in advance if `fill`. Aborts through
@@ -121,6 +169,16 @@ mod sys {
         unreachable!("vm::map without system runs")
     }
 
+    pub(crate) fn take(_bytes: usize, _fill: bool) -> (*mut u8, bool) {
+        unreachable!("vm::take without system runs")
+    }
+
+    /// # Safety
+    /// Never called.
+    pub(crate) unsafe fn give(_run: *mut u8, _bytes: usize) {
+        unreachable!("vm::give without system runs")
+    }
+
     pub(crate) fn populate(_p: *mut u8, _bytes: usize) {
         unreachable!("vm::populate without system runs")
     }
@@ -138,4 +196,4 @@ mod sys {
     }
 }
 
-pub(crate) use sys::{decommit, map, populate, unmap};
+pub(crate) use sys::{decommit, give, populate, take, unmap};

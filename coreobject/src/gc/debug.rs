@@ -215,6 +215,11 @@ pub struct MemoryReport {
     pub large_bytes: usize,
     /// The table's chunks (24 bytes a slot).
     pub table_bytes: usize,
+    /// Of [`page_bytes`](Self::page_bytes) and
+    /// [`table_bytes`](Self::table_bytes), what is mapped from the operating
+    /// system directly rather than allocated from the global allocator (on
+    /// Linux, all of both), and so invisible to a counting global allocator.
+    pub mapped_bytes: usize,
     /// The collector's mark bitmap and work list, the free list and the
     /// outer → inners index.
     pub collector_bytes: usize,
@@ -491,18 +496,24 @@ impl Reports<'_> {
             })
             .collect();
         let (large_objects, large_bytes) = self.array.large_objects();
+        let page_bytes = page_classes.iter().map(|c| c.page_bytes()).sum();
+        let table_bytes =
+            self.array.allocated_chunks() * CHUNK_SIZE as usize * std::mem::size_of::<Item>();
         MemoryReport {
             object_bytes: classes.iter().map(|c| c.bytes).sum(),
             classes,
-            page_bytes: page_classes.iter().map(|c| c.page_bytes()).sum(),
+            page_bytes,
             slot_bytes: page_classes.iter().map(|c| c.slot_bytes()).sum(),
             empty_pages: page_classes.iter().map(|c| c.empty_pages).sum(),
             page_classes,
             large_objects,
             large_bytes,
-            table_bytes: self.array.allocated_chunks()
-                * CHUNK_SIZE as usize
-                * std::mem::size_of::<Item>(),
+            table_bytes,
+            mapped_bytes: if ObjectArray::MAPPED {
+                page_bytes + table_bytes
+            } else {
+                0
+            },
             collector_bytes: collector_bytes
                 + self.array.free_remaining() * 4
                 + self.array.list_bytes(),
