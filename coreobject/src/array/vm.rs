@@ -21,7 +21,7 @@
 //!   and marking no faster.
 //!
 //! * A heap that goes hands its runs to a process-wide spare list (up to
-//!   [`SPARE_BYTES`] of them, resident), which the next heap's runs come
+//!   64 MiB of them, resident), which the next heap's runs come
 //!   from before new ones are mapped: a program that makes and drops heaps
 //!   one after another (a test suite, a level load) does not fault the same
 //!   memory in again each time, as it would not with the global allocator.
@@ -36,9 +36,6 @@ pub(crate) const ENABLED: bool = cfg!(all(target_os = "linux", not(miri), not(lo
 /// The alignment of every run, and the unit of their sizes: a huge page.
 pub(crate) const HUGE: usize = 2 << 20;
 
-/// Bytes of runs kept for reuse after their heap is gone.
-pub(crate) const SPARE_BYTES: usize = 64 << 20;
-
 #[cfg(all(target_os = "linux", not(miri), not(loom)))]
 mod sys {
     use std::alloc::{handle_alloc_error, Layout};
@@ -46,7 +43,10 @@ mod sys {
 
     use parking_lot::Mutex;
 
-    use super::{HUGE, SPARE_BYTES};
+    use super::HUGE;
+
+    /// Bytes of runs kept for reuse after their heap is gone.
+    const SPARE_BYTES: usize = 64 << 20;
 
     /// Runs of heaps that are gone, their contents dead: (address, bytes).
     struct Spare(Vec<(*mut u8, usize)>);
@@ -88,7 +88,7 @@ mod sys {
     /// Maps `bytes` (a multiple of [`HUGE`]) of zeroed memory aligned to
     /// [`HUGE`], touched in advance if `fill`. Aborts through
     /// `handle_alloc_error` if the system refuses.
-    pub(crate) fn map(bytes: usize, fill: bool) -> *mut u8 {
+    fn map(bytes: usize, fill: bool) -> *mut u8 {
         debug_assert!(bytes > 0 && bytes % HUGE == 0);
         let len = bytes + HUGE;
         // SAFETY: a fresh anonymous private mapping at an address the kernel chooses
@@ -164,10 +164,6 @@ mod sys {
 #[cfg(not(all(target_os = "linux", not(miri), not(loom))))]
 mod sys {
     //! Never called: [`ENABLED`](super::ENABLED) is false.
-
-    pub(crate) fn map(_bytes: usize, _fill: bool) -> *mut u8 {
-        unreachable!("vm::map without system runs")
-    }
 
     pub(crate) fn take(_bytes: usize, _fill: bool) -> (*mut u8, bool) {
         unreachable!("vm::take without system runs")
