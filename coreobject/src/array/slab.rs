@@ -212,7 +212,7 @@ impl PageSource {
         for run in self.runs.drain(..) {
             // SAFETY: each run came from `vm::take` of `HUGE` bytes; the caller's
             // contract says nothing in it is used again.
-            unsafe { vm::give(run, vm::HUGE) };
+            unsafe { vm::give(run, vm::HUGE, vm::HUGE) };
         }
         self.free.clear();
         self.next = ptr::null_mut();

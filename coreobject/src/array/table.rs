@@ -202,10 +202,8 @@ impl Chunks {
         }
         let bytes = self.group_bytes(g);
         let (fresh, dirty) = vm::take(bytes, false);
-        if dirty {
-            // SAFETY: a spare run of `bytes` that nobody else holds.
-            unsafe { fresh.write_bytes(0, bytes) };
-        }
+        // SAFETY: a run of `bytes >= dirty` that nobody else holds.
+        unsafe { fresh.write_bytes(0, dirty) };
         // Zeroed memory is a run of vacant items: every field of `Item::new()` is zero.
         match entry.compare_exchange(
             std::ptr::null_mut(),
@@ -217,7 +215,7 @@ impl Chunks {
             Err(winner) => {
                 // SAFETY: `fresh` was taken just above with `bytes` and lost the race,
                 // so nobody else has seen it.
-                unsafe { vm::give(fresh, bytes) };
+                unsafe { vm::give(fresh, bytes, 0) };
                 winner
             }
         }
@@ -264,25 +262,15 @@ impl Drop for Chunks {
                     continue;
                 }
                 let bytes = self.group_bytes(g);
-                // A group whose chunks were all filled when installed is resident
-                // whole, and worth keeping for the next heap; the first group holds
-                // the chunks that fault in as used, and goes back to the system.
-                let chunks = g * GROUP..(g + 1) * GROUP;
-                let resident = g * GROUP >= LAZY_CHUNKS
-                    && chunks.clone().all(|c| {
-                        self.dir
-                            .get(c)
-                            .is_some_and(|d| !d.load(Ordering::Acquire).is_null())
-                    });
+                // Only the chunks installed were written: the next heap to take
+                // this group zeroes those.
+                let installed = (g * GROUP..((g + 1) * GROUP).min(self.dir.len()))
+                    .filter(|&c| !self.dir[c].load(Ordering::Acquire).is_null())
+                    .max()
+                    .map_or(0, |c| c + 1 - g * GROUP);
                 // SAFETY: a non-null group came from `vm::take` of `group_bytes(g)`
                 // bytes, and `drop` runs once, after every other owner is gone.
-                unsafe {
-                    if resident {
-                        vm::give(p, bytes);
-                    } else {
-                        vm::unmap(p, bytes);
-                    }
-                }
+                unsafe { vm::give(p, bytes, installed * CHUNK_BYTES) };
             }
             return;
         }

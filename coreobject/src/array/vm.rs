@@ -48,8 +48,9 @@ mod sys {
     /// Bytes of runs kept for reuse after their heap is gone.
     const SPARE_BYTES: usize = 64 << 20;
 
-    /// Runs of heaps that are gone, their contents dead: (address, bytes).
-    struct Spare(Vec<(*mut u8, usize)>);
+    /// Runs of heaps that are gone, their contents dead: (address, bytes,
+    /// how many leading bytes may have been written).
+    struct Spare(Vec<(*mut u8, usize, usize)>);
 
     // SAFETY: the runs are owned by the list alone; nobody else holds their addresses.
     unsafe impl Send for Spare {}
@@ -57,27 +58,30 @@ mod sys {
     static SPARE: Mutex<Spare> = Mutex::new(Spare(Vec::new()));
 
     /// A run of `bytes` (a multiple of [`HUGE`]): a spare one if there is
-    /// one of that size, else a new one (filled if `fill`). The flag says
-    /// which: a spare run holds what its last heap wrote, a new one zeros.
-    pub(crate) fn take(bytes: usize, fill: bool) -> (*mut u8, bool) {
+    /// one of that size, else a new one (filled if `fill`). Also returns how
+    /// many leading bytes may hold what an earlier heap wrote; the rest
+    /// reads as zeros.
+    pub(crate) fn take(bytes: usize, fill: bool) -> (*mut u8, usize) {
         let mut spare = SPARE.lock();
-        if let Some(i) = spare.0.iter().position(|&(_, b)| b == bytes) {
-            return (spare.0.swap_remove(i).0, true);
+        if let Some(i) = spare.0.iter().position(|&(_, b, _)| b == bytes) {
+            let (run, _, dirty) = spare.0.swap_remove(i);
+            return (run, dirty);
         }
         drop(spare);
-        (map(bytes, fill), false)
+        (map(bytes, fill), 0)
     }
 
-    /// Gives back a run from [`take`] or [`map`]: kept for the next heap
-    /// while the spare list has room, unmapped otherwise.
+    /// Gives back a run from [`take`] of which at most the first `dirty`
+    /// bytes were written: kept for the next heap while the spare list has
+    /// room, unmapped otherwise.
     ///
     /// # Safety
     /// `run` and `bytes` are a mapped run, and nothing in it is used again.
-    pub(crate) unsafe fn give(run: *mut u8, bytes: usize) {
+    pub(crate) unsafe fn give(run: *mut u8, bytes: usize, dirty: usize) {
         let mut spare = SPARE.lock();
-        let held: usize = spare.0.iter().map(|&(_, b)| b).sum();
+        let held: usize = spare.0.iter().map(|&(_, b, _)| b).sum();
         if held + bytes <= SPARE_BYTES {
-            spare.0.push((run, bytes));
+            spare.0.push((run, bytes, dirty.min(bytes)));
             return;
         }
         drop(spare);
@@ -144,7 +148,7 @@ mod sys {
     /// # Safety
     /// `p` and `bytes` are a run from [`map`], mapped still, and nothing
     /// points into it any more.
-    pub(crate) unsafe fn unmap(p: *mut u8, bytes: usize) {
+    unsafe fn unmap(p: *mut u8, bytes: usize) {
         // SAFETY: the caller's contract.
         unsafe { libc::munmap(p.cast(), bytes) };
     }
@@ -165,13 +169,13 @@ mod sys {
 mod sys {
     //! Never called: [`ENABLED`](super::ENABLED) is false.
 
-    pub(crate) fn take(_bytes: usize, _fill: bool) -> (*mut u8, bool) {
+    pub(crate) fn take(_bytes: usize, _fill: bool) -> (*mut u8, usize) {
         unreachable!("vm::take without system runs")
     }
 
     /// # Safety
     /// Never called.
-    pub(crate) unsafe fn give(_run: *mut u8, _bytes: usize) {
+    pub(crate) unsafe fn give(_run: *mut u8, _bytes: usize, _dirty: usize) {
         unreachable!("vm::give without system runs")
     }
 
@@ -181,15 +185,9 @@ mod sys {
 
     /// # Safety
     /// Never called.
-    pub(crate) unsafe fn unmap(_p: *mut u8, _bytes: usize) {
-        unreachable!("vm::unmap without system runs")
-    }
-
-    /// # Safety
-    /// Never called.
     pub(crate) unsafe fn decommit(_p: *mut u8, _bytes: usize) {
         unreachable!("vm::decommit without system runs")
     }
 }
 
-pub(crate) use sys::{decommit, give, populate, take, unmap};
+pub(crate) use sys::{decommit, give, populate, take};
