@@ -59,6 +59,7 @@ mod harness;
 mod incremental;
 mod micro;
 mod names;
+mod pages;
 mod report;
 mod scale;
 mod tally;
@@ -146,6 +147,20 @@ enum Workload {
     /// frees none and one that frees most, time and RSS per object. Not part
     /// of `all`.
     Scale(ScaleArgs),
+    /// coreobject alone: object page memory after a peak, as a fifth of the
+    /// objects survive and churn. Not part of `all`.
+    Pages(PagesArgs),
+}
+
+#[derive(Args, Debug, Default)]
+struct PagesArgs {
+    /// Objects at the peak [default: 1000000].
+    #[arg(long)]
+    objects: Option<usize>,
+    /// Churn rounds after the fall, each replacing 1% of the survivors and
+    /// collecting [default: 600].
+    #[arg(long)]
+    rounds: Option<usize>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -596,6 +611,7 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
         Workload::Micro(a) => run_micro(settings, quick, a),
         Workload::Names(a) => run_names(settings, quick, a),
         Workload::Scale(_) => Err("scale runs outside the peer harness".into()),
+        Workload::Pages(_) => Err("pages runs outside the peer harness".into()),
         Workload::All => {
             let mut all = one(run_world(settings, quick, &WorldArgs::default()))?;
             all.extend(one(run_weak(settings, quick, &WeakArgs::default()))?);
@@ -714,6 +730,15 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         }
+    }
+    if let Workload::Pages(a) = &cli.workload {
+        return match pages::run(a.objects.unwrap_or(1_000_000), a.rounds.unwrap_or(600)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     if let Workload::Scale(a) = &cli.workload {
         let sizes = if !a.sizes.is_empty() {

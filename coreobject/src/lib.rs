@@ -493,7 +493,7 @@ pub use class::{Class, FieldInfo, Object};
 pub use config::{GcConfig, HeapConfig};
 pub use coreobject_derive::{Object, Trace};
 pub use error::{CapReport, ConfigError, Error, PoolError, ResolveError, SerialRefusal};
-pub use gc::debug::{ClassMemory, MemoryReport, RefChain, RefLink, RootKind};
+pub use gc::debug::{ClassMemory, MemoryReport, PageClassMemory, RefChain, RefLink, RootKind};
 pub use gc::{CollectStats, CycleKind, GcTotals, Phase, PreCollect, Tick, Trigger};
 pub use handle::{AnyObj, Handle, Obj, Weak};
 pub use heap::{Heap, ObjectFlags, Spawn, TableStats};

@@ -368,3 +368,60 @@ fn memory_report_adds_up() {
     assert_eq!(r.object_bytes - after.object_bytes, s.freed_bytes);
     assert!(!after.classes.iter().any(|c| c.class == "Player"));
 }
+
+/// A value too large for a page.
+#[derive(Object)]
+struct Texture {
+    texels: [u64; 1024],
+}
+
+#[test]
+fn memory_report_counts_pages_large_objects_and_a_total() {
+    let heap = Heap::new();
+    for _ in 0..1000 {
+        heap.create(Player::default());
+    }
+    heap.create(Texture { texels: [0; 1024] });
+    let r = heap.memory_report();
+    assert_eq!(r.large_objects, 1);
+    assert!(
+        r.large_bytes >= Texture::class().size(),
+        "{}",
+        r.large_bytes
+    );
+    // Every pooled object sits in a slot of its size class, rounded to 8.
+    let pooled: usize = r
+        .classes
+        .iter()
+        .filter(|c| c.class != "Texture")
+        .map(|c| c.bytes)
+        .sum();
+    assert!(r.slot_bytes >= pooled && r.slot_bytes <= r.page_bytes);
+    assert_eq!(
+        r.page_bytes,
+        r.page_classes.iter().map(|c| c.page_bytes()).sum::<usize>()
+    );
+    assert_eq!(
+        r.empty_pages,
+        r.page_classes.iter().map(|c| c.empty_pages).sum::<usize>()
+    );
+    assert_eq!(
+        r.page_classes.iter().map(|c| c.objects).sum::<usize>(),
+        heap.len() - 1,
+        "every object but the large one is in a page"
+    );
+    assert_eq!(
+        r.total_bytes(),
+        r.page_bytes + r.large_bytes + r.table_bytes + r.collector_bytes + r.listener_bytes
+    );
+    let text = r.to_string();
+    let row = |label: &str| {
+        text.lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} row in\n{text}"))
+            .to_string()
+    };
+    assert!(row("(large objects)").contains(&r.large_bytes.to_string()));
+    assert!(row("(total)").ends_with(&r.total_bytes().to_string()));
+    assert!(row("(pages, ").contains(&r.page_bytes.to_string()));
+}

@@ -22,6 +22,7 @@
 mod item;
 mod slab;
 mod table;
+mod vm;
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -39,7 +40,7 @@ use crate::object::{slot_of, Header, ObjBox};
 use crate::serial::{self, TagLease};
 
 pub(crate) use item::{flags, Item, RETIRED};
-pub(crate) use slab::Slabs;
+pub(crate) use slab::{Slabs, PAGE};
 pub(crate) use table::Chunks;
 use table::Table;
 pub use table::CHUNK_SIZE;
@@ -664,19 +665,23 @@ impl ObjectArray {
         self.retired
     }
 
-    /// Bytes of object memory held in pages.
-    pub(crate) fn page_bytes(&self) -> usize {
-        self.slabs.page_bytes()
+    /// Objects allocated outside the pages, and their bytes.
+    pub(crate) fn large_objects(&self) -> (usize, usize) {
+        self.slabs.large()
     }
 
-    /// Objects allocated outside the pages.
-    pub(crate) fn large_objects(&self) -> usize {
-        self.slabs.large()
+    /// The pages of each size class that holds any.
+    pub(crate) fn page_classes(&self) -> Vec<slab::PageClass> {
+        self.slabs.occupancy()
     }
 
     pub(crate) fn allocated_chunks(&self) -> usize {
         self.table.chunks.allocated_chunks()
     }
+
+    /// Whether pages and chunks are mapped from the system directly rather
+    /// than allocated from the global allocator.
+    pub(crate) const MAPPED: bool = vm::ENABLED;
 
     /// Bytes of the root list and parked list.
     pub(crate) fn list_bytes(&self) -> usize {
@@ -783,7 +788,9 @@ impl ObjectArray {
                 // SAFETY: the value is dropped and its header intact.
                 let (slot, layout) = unsafe { slot_of(p) };
                 if Slabs::pooled(layout) {
-                    live.push(slot);
+                    if Slabs::RELEASE_NEEDS_SLOTS {
+                        live.push(slot);
+                    }
                 } else {
                     // SAFETY: a global-allocator slot, dropped, used no more.
                     unsafe { slabs.free(slot, layout) };

@@ -49,6 +49,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::item::Item;
+use super::vm;
 use crate::sync::{AtomicI64, AtomicPtr};
 
 /// Items per chunk (Unreal's `NumElementsPerChunk`).
@@ -66,11 +67,35 @@ pub const CHUNK_SIZE: u32 = 128;
 pub const CHUNK_SIZE: u32 = 2;
 const CHUNK_SHIFT: u32 = CHUNK_SIZE.trailing_zeros();
 
+/// Bytes of one chunk.
+const CHUNK_BYTES: usize = CHUNK_SIZE as usize * std::mem::size_of::<Item>();
+
+/// Chunks mapped together from the system, when [`vm::ENABLED`]: the fewest
+/// that fill whole 2 MiB units (4 chunks of 1.5 MiB make three), so that a
+/// system with transparent huge pages always on can back them whole.
+const GROUP: usize = if vm::ENABLED {
+    let mut k = 1;
+    while k * CHUNK_BYTES % vm::HUGE != 0 {
+        k += 1;
+    }
+    k
+} else {
+    1
+};
+
+/// Chunks below this fault in item by item as they are first used; later
+/// ones are filled in one system call when installed ([`vm::populate`]),
+/// which costs a heap past 64K objects its memory a chunk at a time.
+const LAZY_CHUNKS: usize = 1;
+
 /// The chunk directory. Shared (through an `Arc`) with every
 /// [`StrongObj`](crate::StrongObj), whose drop must reach its item's ref count
 /// on any thread, even after the heap is gone.
 pub(crate) struct Chunks {
     dir: Box<[AtomicPtr<Item>]>,
+    /// When [`vm::ENABLED`]: the mappings of [`GROUP`] chunks each, made on
+    /// first use; chunk `c` lies in group `c / GROUP`. Empty otherwise.
+    groups: Box<[AtomicPtr<u8>]>,
     /// What [`at`](Chunks::at) gives for a slot whose chunk was never
     /// allocated: an empty, never-used item. Only ever read.
     vacant: Item,
@@ -84,8 +109,12 @@ unsafe impl Send for Chunks {}
 impl Chunks {
     fn new(cap: u32) -> Chunks {
         let n = cap.div_ceil(CHUNK_SIZE) as usize;
+        let groups = if vm::ENABLED { n.div_ceil(GROUP) } else { 0 };
         Chunks {
             dir: (0..n)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            groups: (0..groups)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
             vacant: Item::new(),
@@ -112,9 +141,31 @@ impl Chunks {
 
     /// Makes sure the chunk holding `index` exists. Lock-free: racing
     /// threads each build one, one wins the CAS, the others drop theirs.
-    fn ensure(&self, index: u32) {
+    /// `fill`: fault a chunk that this call installs in now (past the
+    /// first [`LAZY_CHUNKS`]), as creation does; preallocation does not, so
+    /// that a preallocated table still costs memory only as it is used.
+    fn ensure(&self, index: u32, fill: bool) {
         let slot = &self.dir[(index >> CHUNK_SHIFT) as usize];
         if !slot.load(Ordering::Acquire).is_null() {
+            return;
+        }
+        if vm::ENABLED {
+            let c = (index >> CHUNK_SHIFT) as usize;
+            let chunk = self
+                .group(c / GROUP)
+                .wrapping_add((c % GROUP) * CHUNK_BYTES);
+            // Racing threads store the same pointer: whoever loses has nothing to undo.
+            let won = slot
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    chunk.cast(),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok();
+            if won && fill && c >= LAZY_CHUNKS {
+                vm::populate(chunk, CHUNK_BYTES);
+            }
             return;
         }
         let fresh: Box<[Item]> = (0..CHUNK_SIZE).map(|_| Item::new()).collect();
@@ -131,6 +182,42 @@ impl Chunks {
             // SAFETY: `fresh` came from `Box::into_raw` of a CHUNK_SIZE slice just above
             // and lost the race, so nobody else has seen it.
             drop(unsafe { Box::from_raw(chunk_slice(fresh)) });
+        }
+    }
+
+    /// Bytes mapped for group `g`: its chunks, rounded up to whole huge
+    /// pages (only the last group may have fewer than [`GROUP`] chunks).
+    fn group_bytes(&self, g: usize) -> usize {
+        let chunks = GROUP.min(self.dir.len() - g * GROUP);
+        (chunks * CHUNK_BYTES).next_multiple_of(vm::HUGE)
+    }
+
+    /// The mapping of group `g`, made now if it was not. Lock-free: racing
+    /// threads each map one, one wins the CAS, the others unmap theirs.
+    fn group(&self, g: usize) -> *mut u8 {
+        let entry = &self.groups[g];
+        let base = entry.load(Ordering::Acquire);
+        if !base.is_null() {
+            return base;
+        }
+        let bytes = self.group_bytes(g);
+        let (fresh, dirty) = vm::take(bytes, false);
+        // SAFETY: a run of `bytes >= dirty` that nobody else holds.
+        unsafe { fresh.write_bytes(0, dirty) };
+        // Zeroed memory is a run of vacant items: every field of `Item::new()` is zero.
+        match entry.compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => fresh,
+            Err(winner) => {
+                // SAFETY: `fresh` was taken just above with `bytes` and lost the race,
+                // so nobody else has seen it.
+                unsafe { vm::give(fresh, bytes, 0) };
+                winner
+            }
         }
     }
 
@@ -168,6 +255,25 @@ impl Drop for Chunks {
                 || (v.object().is_none() && v.serial() == 0 && v.flags() == 0 && v.refcount() == 0),
             "coreobject internal error: the vacant item was written to"
         );
+        if vm::ENABLED {
+            for (g, entry) in self.groups.iter().enumerate() {
+                let p = entry.load(Ordering::Acquire);
+                if p.is_null() {
+                    continue;
+                }
+                let bytes = self.group_bytes(g);
+                // Only the chunks installed were written: the next heap to take
+                // this group zeroes those.
+                let installed = (g * GROUP..((g + 1) * GROUP).min(self.dir.len()))
+                    .filter(|&c| !self.dir[c].load(Ordering::Acquire).is_null())
+                    .max()
+                    .map_or(0, |c| c + 1 - g * GROUP);
+                // SAFETY: a non-null group came from `vm::take` of `group_bytes(g)`
+                // bytes, and `drop` runs once, after every other owner is gone.
+                unsafe { vm::give(p, bytes, installed * CHUNK_BYTES) };
+            }
+            return;
+        }
         for c in self.dir.iter() {
             let p = c.load(Ordering::Acquire);
             if !p.is_null() {
@@ -215,7 +321,7 @@ impl Table {
         let chunks = Arc::new(Chunks::new(cap));
         if preallocate {
             for c in 0..cap.div_ceil(CHUNK_SIZE) {
-                chunks.ensure(c * CHUNK_SIZE);
+                chunks.ensure(c * CHUNK_SIZE, false);
             }
         }
         let dir = NonNull::from(&chunks.dir[..]).cast::<AtomicPtr<Item>>();
@@ -264,7 +370,7 @@ impl Table {
             }
             i as u32
         };
-        self.chunks.ensure(index);
+        self.chunks.ensure(index, true);
         Some(index)
     }
 
@@ -354,7 +460,7 @@ impl Table {
             self.high_water = index + 1;
         }
         self.cursor.store(self.unreserved(), Ordering::Release);
-        self.chunks.ensure(index);
+        self.chunks.ensure(index, true);
         if let Some(taken) = &mut self.taken {
             taken.push(index);
         }
@@ -1303,5 +1409,28 @@ mod tests {
         assert_eq!(t.chunks.allocated_chunks(), 1);
         let p = Table::new(3 * CHUNK_SIZE, true);
         assert_eq!(p.chunks.allocated_chunks(), 3);
+    }
+
+    /// Chunks mapped in groups (natively on Linux) read as vacant in every
+    /// group, the last one short, and keep what is written to them apart.
+    #[test]
+    fn chunks_in_every_group_start_vacant() {
+        let n = 2 * GROUP as u32 + 1;
+        let mut t = Table::new(n * CHUNK_SIZE, false);
+        let picks = [0, GROUP as u32 * CHUNK_SIZE + 3, n * CHUNK_SIZE - 1];
+        for &i in &picks {
+            assert!(t.claim(i));
+        }
+        assert_eq!(t.chunks.allocated_chunks(), 3);
+        for &i in &picks {
+            let item = t.chunks.at(i);
+            assert!(item.object().is_none());
+            assert_eq!((item.serial(), item.flags(), item.refcount()), (0, 0, 0));
+            item.set(1 << 3);
+        }
+        for &i in &picks {
+            assert_eq!(t.chunks.at(i).flags(), 1 << 3);
+            assert_eq!(t.chunks.at(i + 1 - 2 * (i % 2)).flags(), 0);
+        }
     }
 }

@@ -155,7 +155,43 @@ pub struct ClassMemory {
     pub bytes: usize,
 }
 
+/// The object pages of one size class (see [`MemoryReport::page_classes`]).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageClassMemory {
+    /// Slot size in bytes: objects of up to this size (rounded up to 8) share
+    /// these pages.
+    pub slot: usize,
+    /// Pages held, in use or kept empty.
+    pub pages: usize,
+    /// Of those, empty pages kept for reuse.
+    pub empty_pages: usize,
+    /// Objects in the pages.
+    pub objects: usize,
+}
+
+impl PageClassMemory {
+    /// Bytes of the pages.
+    pub fn page_bytes(&self) -> usize {
+        self.pages * PAGE_SIZE
+    }
+
+    /// Bytes of the slots holding objects.
+    pub fn slot_bytes(&self) -> usize {
+        self.objects * self.slot
+    }
+}
+
+/// The size of an object page: 64 KiB.
+const PAGE_SIZE: usize = crate::array::PAGE;
+
 /// Where the heap's memory goes (Unreal's `memreport`).
+///
+/// Objects of up to about 4 KiB live in 64 KiB pages, one set of pages per
+/// size class ([`page_classes`](Self::page_classes)); larger or more aligned
+/// ones are allocated one by one ([`large_bytes`](Self::large_bytes)).
+/// [`total_bytes`](Self::total_bytes) adds up what the heap holds; memory
+/// that objects own (a `Vec`'s buffer, a `String`) is not counted.
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryReport {
@@ -166,10 +202,24 @@ pub struct MemoryReport {
     /// Memory reserved for objects in 64 KiB pages: live slots, slots free
     /// for reuse, and the empty pages each size class keeps.
     pub page_bytes: usize,
+    /// Of [`page_bytes`](Self::page_bytes), the slots that hold objects.
+    pub slot_bytes: usize,
+    /// Empty pages kept for reuse (at most two per size class; more are
+    /// returned to the system).
+    pub empty_pages: usize,
+    /// The pages of each size class that holds any, smallest slot first.
+    pub page_classes: Vec<PageClassMemory>,
     /// Objects too large (or too aligned) for a page, allocated one by one.
     pub large_objects: usize,
+    /// Their bytes.
+    pub large_bytes: usize,
     /// The table's chunks (24 bytes a slot).
     pub table_bytes: usize,
+    /// Of [`page_bytes`](Self::page_bytes) and
+    /// [`table_bytes`](Self::table_bytes), what is mapped from the operating
+    /// system directly rather than allocated from the global allocator (on
+    /// Linux, all of both), and so invisible to a counting global allocator.
+    pub mapped_bytes: usize,
     /// The collector's mark bitmap and work list, the free list and the
     /// outer → inners index.
     pub collector_bytes: usize,
@@ -177,29 +227,65 @@ pub struct MemoryReport {
     pub listener_bytes: usize,
 }
 
+impl MemoryReport {
+    /// Everything the heap holds: pages, large objects, table, collector and
+    /// listeners.
+    pub fn total_bytes(&self) -> usize {
+        self.page_bytes
+            + self.large_bytes
+            + self.table_bytes
+            + self.collector_bytes
+            + self.listener_bytes
+    }
+}
+
 impl fmt::Display for MemoryReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let row =
+            |f: &mut fmt::Formatter<'_>, label: &str, count: &dyn fmt::Display, bytes: usize| {
+                writeln!(f, "{label:<28} {count:>10} {bytes:>14}")
+            };
+        let percent = |part: usize, whole: usize| {
+            if whole == 0 {
+                0.0
+            } else {
+                part as f64 * 100.0 / whole as f64
+            }
+        };
         writeln!(f, "{:<28} {:>10} {:>14}", "class", "objects", "bytes")?;
         for c in &self.classes {
-            writeln!(f, "{:<28} {:>10} {:>14}", c.class, c.count, c.bytes)?;
+            row(f, c.class, &c.count, c.bytes)?;
         }
-        writeln!(
+        let count: usize = self.classes.iter().map(|c| c.count).sum();
+        row(f, "(objects)", &count, self.object_bytes)?;
+        let pages = self.page_bytes / PAGE_SIZE;
+        row(
             f,
-            "{:<28} {:>10} {:>14}",
-            "(objects)", "", self.object_bytes
+            &format!(
+                "(pages, {:.0}% in use)",
+                percent(self.slot_bytes, self.page_bytes)
+            ),
+            &pages,
+            self.page_bytes,
         )?;
-        writeln!(f, "{:<28} {:>10} {:>14}", "(pages)", "", self.page_bytes)?;
-        writeln!(f, "{:<28} {:>10} {:>14}", "(table)", "", self.table_bytes)?;
-        writeln!(
-            f,
-            "{:<28} {:>10} {:>14}",
-            "(collector)", "", self.collector_bytes
-        )?;
-        write!(
-            f,
-            "{:<28} {:>10} {:>14}",
-            "(listeners)", "", self.listener_bytes
-        )
+        for c in &self.page_classes {
+            row(
+                f,
+                &format!(
+                    "  {} B slots, {:.0}%, {} empty",
+                    c.slot,
+                    percent(c.slot_bytes(), c.page_bytes()),
+                    c.empty_pages
+                ),
+                &c.pages,
+                c.page_bytes(),
+            )?;
+        }
+        row(f, "(large objects)", &self.large_objects, self.large_bytes)?;
+        row(f, "(table)", &"", self.table_bytes)?;
+        row(f, "(collector)", &"", self.collector_bytes)?;
+        row(f, "(listeners)", &"", self.listener_bytes)?;
+        write!(f, "{:<28} {:>10} {:>14}", "(total)", "", self.total_bytes())
     }
 }
 
@@ -398,14 +484,36 @@ impl Reports<'_> {
         }
         let mut classes: Vec<_> = by.into_values().collect();
         classes.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.class.cmp(b.class)));
+        let page_classes: Vec<_> = self
+            .array
+            .page_classes()
+            .into_iter()
+            .map(|c| PageClassMemory {
+                slot: c.slot,
+                pages: c.pages,
+                empty_pages: c.empty_pages,
+                objects: c.objects,
+            })
+            .collect();
+        let (large_objects, large_bytes) = self.array.large_objects();
+        let page_bytes = page_classes.iter().map(|c| c.page_bytes()).sum();
+        let table_bytes =
+            self.array.allocated_chunks() * CHUNK_SIZE as usize * std::mem::size_of::<Item>();
         MemoryReport {
             object_bytes: classes.iter().map(|c| c.bytes).sum(),
             classes,
-            page_bytes: self.array.page_bytes(),
-            large_objects: self.array.large_objects(),
-            table_bytes: self.array.allocated_chunks()
-                * CHUNK_SIZE as usize
-                * std::mem::size_of::<Item>(),
+            page_bytes,
+            slot_bytes: page_classes.iter().map(|c| c.slot_bytes()).sum(),
+            empty_pages: page_classes.iter().map(|c| c.empty_pages).sum(),
+            page_classes,
+            large_objects,
+            large_bytes,
+            table_bytes,
+            mapped_bytes: if ObjectArray::MAPPED {
+                page_bytes + table_bytes
+            } else {
+                0
+            },
             collector_bytes: collector_bytes
                 + self.array.free_remaining() * 4
                 + self.array.list_bytes(),

@@ -1,0 +1,193 @@
+//! Memory straight from the system, for the object pages and the table's
+//! chunks, in 2 MiB-aligned runs.
+//!
+//! A heap of a hundred million objects touches gigabytes of fresh memory,
+//! and with the global allocator each 4 KiB of it costs a page fault (the
+//! table's even two: a read maps the shared zero page, the first write
+//! copies it). Here:
+//!
+//! * Runs are mapped directly (`mmap`), so pages need no allocator header
+//!   or alignment slack, and a returned page's memory goes back to the
+//!   system at once ([`decommit`]).
+//! * Once a heap is past its first few megabytes, a run is filled in one
+//!   system call when mapped ([`populate`], `MADV_POPULATE_WRITE`) instead
+//!   of one fault per 4 KiB as objects land in it: the kernel still zeroes
+//!   every page, but the fault entries and exits go.
+//! * Runs are aligned to 2 MiB, so that a system whose transparent huge
+//!   pages are `always` on can back them with huge pages. They do not ask
+//!   for them (`MADV_HUGEPAGE`): on a KVM guest whose free memory is handed
+//!   back to its host, faulting huge pages in made building a 50M-object
+//!   heap 2-3x slower (the time went to zeroing them, `clear_page_erms`),
+//!   and marking no faster.
+//!
+//! * A heap that goes hands its runs to a process-wide spare list (up to
+//!   64 MiB of them, resident), which the next heap's runs come
+//!   from before new ones are mapped: a program that makes and drops heaps
+//!   one after another (a test suite, a level load) does not fault the same
+//!   memory in again each time, as it would not with the global allocator.
+//!
+//! Only on Linux (and never under miri or loom, which cannot run the system
+//! calls); elsewhere [`ENABLED`] is false and callers use the global
+//! allocator as before.
+
+/// Whether runs come from here (Linux) or callers use the global allocator.
+pub(crate) const ENABLED: bool = cfg!(all(target_os = "linux", not(miri), not(loom)));
+
+/// The alignment of every run, and the unit of their sizes: a huge page.
+pub(crate) const HUGE: usize = 2 << 20;
+
+#[cfg(all(target_os = "linux", not(miri), not(loom)))]
+mod sys {
+    use std::alloc::{handle_alloc_error, Layout};
+    use std::ptr;
+
+    use parking_lot::Mutex;
+
+    use super::HUGE;
+
+    /// Bytes of runs kept for reuse after their heap is gone.
+    const SPARE_BYTES: usize = 64 << 20;
+
+    /// Runs of heaps that are gone, their contents dead: (address, bytes,
+    /// how many leading bytes may have been written).
+    struct Spare(Vec<(*mut u8, usize, usize)>);
+
+    // SAFETY: the runs are owned by the list alone; nobody else holds their addresses.
+    unsafe impl Send for Spare {}
+
+    static SPARE: Mutex<Spare> = Mutex::new(Spare(Vec::new()));
+
+    /// A run of `bytes` (a multiple of [`HUGE`]): a spare one if there is
+    /// one of that size, else a new one (filled if `fill`). Also returns how
+    /// many leading bytes may hold what an earlier heap wrote; the rest
+    /// reads as zeros.
+    pub(crate) fn take(bytes: usize, fill: bool) -> (*mut u8, usize) {
+        let mut spare = SPARE.lock();
+        if let Some(i) = spare.0.iter().position(|&(_, b, _)| b == bytes) {
+            let (run, _, dirty) = spare.0.swap_remove(i);
+            return (run, dirty);
+        }
+        drop(spare);
+        (map(bytes, fill), 0)
+    }
+
+    /// Gives back a run from [`take`] of which at most the first `dirty`
+    /// bytes were written: kept for the next heap while the spare list has
+    /// room, unmapped otherwise.
+    ///
+    /// # Safety
+    /// `run` and `bytes` are a mapped run, and nothing in it is used again.
+    pub(crate) unsafe fn give(run: *mut u8, bytes: usize, dirty: usize) {
+        let mut spare = SPARE.lock();
+        let held: usize = spare.0.iter().map(|&(_, b, _)| b).sum();
+        if held + bytes <= SPARE_BYTES {
+            spare.0.push((run, bytes, dirty.min(bytes)));
+            return;
+        }
+        drop(spare);
+        // SAFETY: the caller's contract: a mapped run of `bytes`, dead.
+        unsafe { unmap(run, bytes) };
+    }
+
+    /// Maps `bytes` (a multiple of [`HUGE`]) of zeroed memory aligned to
+    /// [`HUGE`], touched in advance if `fill`. Aborts through
+    /// `handle_alloc_error` if the system refuses.
+    fn map(bytes: usize, fill: bool) -> *mut u8 {
+        debug_assert!(bytes > 0 && bytes % HUGE == 0);
+        let len = bytes + HUGE;
+        // SAFETY: a fresh anonymous private mapping at an address the kernel chooses
+        // touches no memory anybody else owns.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            handle_alloc_error(
+                Layout::from_size_align(bytes, HUGE).expect("HUGE is a power of two"),
+            );
+        }
+        let p = p.cast::<u8>();
+        let head = (HUGE - (p as usize & (HUGE - 1))) & (HUGE - 1);
+        let tail = len - head - bytes;
+        // SAFETY: `head < HUGE`, so the aligned start and the run after it lie inside
+        // the mapping just made.
+        let run = unsafe { p.add(head) };
+        // SAFETY: the unaligned head and the tail past the run lie inside the mapping
+        // just made, and nothing points into them.
+        unsafe {
+            if head > 0 {
+                libc::munmap(p.cast(), head);
+            }
+            if tail > 0 {
+                libc::munmap(run.add(bytes).cast(), tail);
+            }
+        }
+        if fill {
+            populate(run, bytes);
+        }
+        run
+    }
+
+    /// Faults `bytes` at `p` in now, in one system call, as if each 4 KiB
+    /// had been written. A kernel older than 5.14 refuses, which is
+    /// harmless: the pages then fault in when touched.
+    pub(crate) fn populate(p: *mut u8, bytes: usize) {
+        // SAFETY: populating changes no contents (fresh pages read as zeros either
+        // way); a range outside a mapping is refused, not touched.
+        unsafe { libc::madvise(p.cast(), bytes, libc::MADV_POPULATE_WRITE) };
+    }
+
+    /// Unmaps a run from [`map`].
+    ///
+    /// # Safety
+    /// `p` and `bytes` are a run from [`map`], mapped still, and nothing
+    /// points into it any more.
+    unsafe fn unmap(p: *mut u8, bytes: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { libc::munmap(p.cast(), bytes) };
+    }
+
+    /// Gives the memory of `bytes` at `p` back to the system; the range
+    /// stays mapped and reads as zeros when next touched.
+    ///
+    /// # Safety
+    /// The range lies in a run from [`map`] and holds nothing anybody reads
+    /// again before writing.
+    pub(crate) unsafe fn decommit(p: *mut u8, bytes: usize) {
+        // SAFETY: the caller's contract: the range is ours and its contents are dead.
+        unsafe { libc::madvise(p.cast(), bytes, libc::MADV_DONTNEED) };
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri), not(loom))))]
+mod sys {
+    //! Never called: [`ENABLED`](super::ENABLED) is false.
+
+    pub(crate) fn take(_bytes: usize, _fill: bool) -> (*mut u8, usize) {
+        unreachable!("vm::take without system runs")
+    }
+
+    /// # Safety
+    /// Never called.
+    pub(crate) unsafe fn give(_run: *mut u8, _bytes: usize, _dirty: usize) {
+        unreachable!("vm::give without system runs")
+    }
+
+    pub(crate) fn populate(_p: *mut u8, _bytes: usize) {
+        unreachable!("vm::populate without system runs")
+    }
+
+    /// # Safety
+    /// Never called.
+    pub(crate) unsafe fn decommit(_p: *mut u8, _bytes: usize) {
+        unreachable!("vm::decommit without system runs")
+    }
+}
+
+pub(crate) use sys::{decommit, give, populate, take};
