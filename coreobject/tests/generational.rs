@@ -280,3 +280,33 @@ fn tick_runs_minors_on_the_young_threshold_and_majors_on_the_others() {
     assert_eq!(heap.gc_totals().major_collections, before);
     let _ = majors;
 }
+
+/// Before any major cycle nothing is old: the young threshold's first cycle
+/// is a major one. And the interval counts from the last major cycle, so
+/// minor ones do not put it off.
+#[test]
+fn the_first_cycle_is_major_and_minors_do_not_reset_the_interval() {
+    let mut heap = heap_with(GcConfig {
+        young_threshold: Some(100),
+        interval: Some(Duration::from_millis(100)),
+        ..GcConfig::MANUAL
+    });
+    let mut kinds = Vec::new();
+    for _ in 0..12 {
+        for _ in 0..150 {
+            heap.create(Node::default());
+        }
+        if let Some(s) = heap.tick(Duration::from_millis(16)).completed {
+            kinds.push((s.kind, s.trigger));
+        }
+    }
+    assert_eq!(kinds[0], (CycleKind::Major, Trigger::Young), "{kinds:?}");
+    assert!(
+        kinds.contains(&(CycleKind::Minor, Trigger::Young)),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&(CycleKind::Major, Trigger::Interval)),
+        "minors every tick must not put off the interval: {kinds:?}"
+    );
+}

@@ -826,10 +826,12 @@ impl Collector {
         stats.forced = cycle.forced;
         self.survivors = array.len().saturating_sub(array.pool_end() as usize);
         self.bytes_since_gc.store(0, Ordering::Relaxed);
-        self.since_last = Duration::ZERO;
         let t = &mut self.totals;
         match stats.kind {
             CycleKind::Major => {
+                // The interval counts from the last major cycle: minor ones
+                // in between do not put it off.
+                self.since_last = Duration::ZERO;
                 self.major_survivors = self.survivors;
                 self.secs_per_live =
                     Some(stats.total.as_secs_f64() / cycle.live_at_start.max(1) as f64);

@@ -60,8 +60,14 @@ impl Collector {
             .config
             .young_threshold
             .filter(|_| self.config.generational)?;
-        (considered >= self.survivors.saturating_add(t))
-            .then_some((Trigger::Young, CycleKind::Minor))
+        // Before any major cycle nothing is old, and a minor one would mark
+        // the whole heap anyway (with a minor's policy): the first is major.
+        let kind = if self.totals.major_collections == 0 {
+            CycleKind::Major
+        } else {
+            CycleKind::Minor
+        };
+        (considered >= self.survivors.saturating_add(t)).then_some((Trigger::Young, kind))
     }
 
     /// Paces a timed slice ([`GcConfig::incremental_stretch`]). The objects
