@@ -77,6 +77,11 @@ struct Cli {
     /// full mode only counts the frames over it.
     #[arg(long, default_value_t = 2.0, value_parser = parse_budget_ms)]
     budget_ms: f64,
+    /// Generational mode: start a minor cycle when this many objects were
+    /// created since the last cycle (default: a tenth of `--objects`, at
+    /// least 256).
+    #[arg(long, value_name = "OBJECTS", value_parser = clap::value_parser!(u64).range(1..))]
+    young_threshold: Option<u64>,
     /// Also write a Chrome trace-event file here (opens in Perfetto and
     /// chrome://tracing): game logic and collector slices per frame, and
     /// the live-object count.
@@ -124,6 +129,7 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         seed: cli.seed,
         gc: cli.gc,
         budget: Duration::from_secs_f64(cli.budget_ms / 1000.0),
+        young_threshold: cli.young_threshold.map(usize::try_from).transpose()?,
     };
     eprintln!(
         "building a world of {} objects (seed {}, {} collection{})...",
@@ -358,6 +364,7 @@ mod tests {
             seed,
             gc,
             budget,
+            young_threshold: None,
         };
         simulate(settings, &Progress::hidden()).unwrap().0
     }

@@ -124,10 +124,15 @@ impl GcMode {
 }
 
 /// Objects created since the last cycle that start a minor one in
-/// generational mode: a tenth of the target population (with the demo's
-/// churn, a minor about every five frames), at least 256.
+/// generational mode: `settings.young_threshold` if set, else a tenth of
+/// the target population (with the demo's churn, about five frames'
+/// creation), at least 256.
 pub fn young_threshold(settings: &Settings) -> Option<usize> {
-    (settings.gc == GcMode::Generational).then_some((settings.objects / 10).max(256))
+    (settings.gc == GcMode::Generational).then(|| {
+        settings
+            .young_threshold
+            .unwrap_or((settings.objects / 10).max(256))
+    })
 }
 
 /// What the user asked for.
@@ -144,6 +149,9 @@ pub struct Settings {
     /// The collector's time budget per frame (enforced only when
     /// incremental; the yardstick of the per-frame figures in both modes).
     pub budget: Duration,
+    /// Generational mode: objects created since the last cycle that start a
+    /// minor one; `None` for the default ([`young_threshold`]).
+    pub young_threshold: Option<usize>,
 }
 
 /// The collector policy the demo runs with: start a major cycle every
@@ -1288,6 +1296,7 @@ mod tests {
             seed: 3,
             gc: GcMode::Incremental,
             budget: Duration::from_millis(2),
+            young_threshold: None,
         })
         .unwrap()
     }
@@ -1449,6 +1458,7 @@ mod tests {
             seed: 3,
             gc: GcMode::Generational,
             budget: Duration::from_millis(2),
+            young_threshold: None,
         })
         .unwrap()
     }
