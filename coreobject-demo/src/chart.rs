@@ -1,6 +1,7 @@
 //! The SVG chart: above, the collector's time per frame against the budget
-//! (incremental mode) or its pauses per frame (full mode); below, the live
-//! object count.
+//! (generational and incremental modes; minor cycles' slices in their own
+//! colours) or its pauses per frame (full mode); below, the live object
+//! count, with a marker where each cycle completed (minor and major apart).
 
 use std::error::Error;
 use std::path::Path;
@@ -16,6 +17,8 @@ const INTERVAL: RGBColor = RGBColor(31, 119, 180);
 const THRESHOLD: RGBColor = RGBColor(255, 127, 14);
 const FINAL: RGBColor = RGBColor(44, 160, 44);
 const BUDGET: RGBColor = RGBColor(214, 39, 40);
+const MINOR: RGBColor = RGBColor(148, 103, 189);
+const MINOR_DONE: RGBColor = RGBColor(227, 119, 194);
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
@@ -32,18 +35,24 @@ pub fn write_svg(path: &Path, title: &str, report: &RunReport) -> Result<(), Box
     let half = (x_end / 400.0).max(0.4);
     match report.settings.gc {
         GcMode::Full => draw_pauses(&top, frames, &report.collection_log, x_end, half)?,
-        GcMode::Incremental => {
-            draw_slices(&top, frames, report.gc_per_frame.budget_us, x_end, half)?
-        }
+        GcMode::Incremental | GcMode::Generational => draw_slices(
+            &top,
+            frames,
+            report.gc_per_frame.budget_us,
+            report.settings.gc == GcMode::Generational,
+            x_end,
+            half,
+        )?,
     }
-    draw_live(&bottom, frames, x_end)?;
+    draw_live(&bottom, frames, &report.collection_log, x_end)?;
     root.present()?;
     Ok(())
 }
 
 /// The collector's time in each frame (`Tick::time`), a bar per frame in
 /// which it did something, coloured by the phase the tick left it in, and
-/// the budget as a horizontal line. Bars taller than twenty budgets (a
+/// the budget as a horizontal line; in generational mode, minor cycles'
+/// slices have colours of their own. Bars taller than twenty budgets (a
 /// cycle forced to finish at once can take hundreds of milliseconds) are
 /// clipped, so that the budget line stays readable; the caption says how
 /// many and the longest.
@@ -51,6 +60,7 @@ fn draw_slices(
     top: &Area<'_>,
     frames: &[FrameRecord],
     budget_us: f64,
+    generational: bool,
     x_end: f64,
     half: f64,
 ) -> Result<(), Box<dyn Error>> {
@@ -90,15 +100,15 @@ fn draw_slices(
         .x_label_formatter(&|x| format!("{x:.0}"))
         .y_label_formatter(&|y| format!("{y:.2}"))
         .draw()?;
-    for (label, color) in [
-        ("slice, cycle marking", INTERVAL),
-        ("slice, cycle purging", THRESHOLD),
-        ("slice that completed a cycle", FINAL),
-        ("idle tick that freed objects", GREY),
-    ] {
+    let kinds: &[(&str, RGBColor)] = if generational {
+        &SLICE_KINDS_GENERATIONAL
+    } else {
+        &SLICE_KINDS
+    };
+    for &(label, color) in kinds {
         let bars: Vec<_> = frames
             .iter()
-            .filter(|f| f.gc_worked && slice_kind(f) == label)
+            .filter(|f| f.gc_worked && slice_kind(f, generational) == label)
             .map(|f| {
                 let x = f64::from(f.frame);
                 let bar = (f.gc_us / 1000.0).min(top_ms);
@@ -129,15 +139,51 @@ fn draw_slices(
     Ok(())
 }
 
+/// The legend of the collector bars when only major cycles run.
+const SLICE_KINDS: [(&str, RGBColor); 4] = [
+    ("slice, cycle marking", INTERVAL),
+    ("slice, cycle purging", THRESHOLD),
+    ("slice that completed a cycle", FINAL),
+    ("idle tick that freed objects", GREY),
+];
+
+/// The legend of the collector bars in generational mode.
+const SLICE_KINDS_GENERATIONAL: [(&str, RGBColor); 6] = [
+    ("major cycle: slice, marking", INTERVAL),
+    ("major cycle: slice, purging", THRESHOLD),
+    ("major cycle: slice that completed it", FINAL),
+    ("minor cycle: slice", MINOR),
+    ("minor cycle: slice that completed it", MINOR_DONE),
+    ("idle tick that freed objects", GREY),
+];
+
 /// Which legend entry a frame's collector bar belongs to.
-fn slice_kind(f: &FrameRecord) -> &'static str {
-    if f.pause_us.is_some() {
-        "slice that completed a cycle"
+fn slice_kind(f: &FrameRecord, generational: bool) -> &'static str {
+    let done = f.pause_us.is_some();
+    if generational && f.gc_kind == Some("minor") {
+        return if done {
+            "minor cycle: slice that completed it"
+        } else {
+            "minor cycle: slice"
+        };
+    }
+    let [marking, purging, completed, idle] = if generational {
+        [
+            SLICE_KINDS_GENERATIONAL[0].0,
+            SLICE_KINDS_GENERATIONAL[1].0,
+            SLICE_KINDS_GENERATIONAL[2].0,
+            SLICE_KINDS_GENERATIONAL[5].0,
+        ]
+    } else {
+        SLICE_KINDS.map(|(label, _)| label)
+    };
+    if done {
+        completed
     } else {
         match f.gc_phase {
-            "mark" => "slice, cycle marking",
-            "purge" => "slice, cycle purging",
-            _ => "idle tick that freed objects",
+            "mark" => marking,
+            "purge" => purging,
+            _ => idle,
         }
     }
 }
@@ -214,8 +260,15 @@ fn draw_pauses(
     Ok(())
 }
 
-/// The objects allocated before and after each tick, and the target.
-fn draw_live(bottom: &Area<'_>, frames: &[FrameRecord], x_end: f64) -> Result<(), Box<dyn Error>> {
+/// The objects allocated before and after each tick, the target, and a
+/// marker where each cycle completed (a circle for a minor cycle, a
+/// triangle for a major one).
+fn draw_live(
+    bottom: &Area<'_>,
+    frames: &[FrameRecord],
+    collections: &[CollectionRecord],
+    x_end: f64,
+) -> Result<(), Box<dyn Error>> {
     let max_live = frames
         .iter()
         .map(|f| f.live_before_tick.max(f.live))
@@ -251,6 +304,25 @@ fn draw_live(bottom: &Area<'_>, frames: &[FrameRecord], x_end: f64) -> Result<()
     live.draw_series(LineSeries::new(saw, INTERVAL.stroke_width(2)))?
         .label("objects allocated (heap.len())")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], INTERVAL.stroke_width(2)));
+    // Where cycles completed, at the count they left (frames only: the
+    // final explicit collection and a cycle finished after the frames are
+    // not drawn).
+    let done = |kind: &'static str| {
+        collections
+            .iter()
+            .filter(move |c| c.kind == kind && c.trigger != "final check" && !c.after_frames)
+            .map(|c| (f64::from(c.frame) + 0.5, c.live_after as f64))
+    };
+    if done("minor").next().is_some() {
+        live.draw_series(done("minor").map(|p| Circle::new(p, 4, MINOR.filled())))?
+            .label("minor cycle completed")
+            .legend(|(x, y)| Circle::new((x + 9, y), 4, MINOR.filled()));
+    }
+    if done("major").next().is_some() {
+        live.draw_series(done("major").map(|p| TriangleMarker::new(p, 6, FINAL.filled())))?
+            .label("major cycle completed")
+            .legend(|(x, y)| TriangleMarker::new((x + 9, y), 6, FINAL.filled()));
+    }
     live.configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
         .background_style(WHITE.mix(0.85))

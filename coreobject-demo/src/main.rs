@@ -5,10 +5,13 @@
 //! through weak handles. Every frame actors spawn, die (marked as garbage or
 //! detached from their level), retarget and fire projectiles, and the
 //! collector runs when its policy says so ([`coreobject::Heap::tick`]):
-//! incrementally by default, a slice of at most `--budget-ms` per frame, or
-//! stop-the-world with `--gc full`.
+//! generationally by default (minor cycles over the objects created since
+//! the last cycle, major ones over the whole heap, a slice of at most
+//! `--budget-ms` per frame), incrementally with only major cycles with
+//! `--gc incremental`, or stop-the-world with `--gc full`.
 //!
-//! At the end the demo prints a summary (population, collections, pauses,
+//! At the end the demo prints a summary (population, collections, minor and
+//! major cycles apart, pauses,
 //! the collector's time per frame against the budget, peak memory, what was
 //! freed, the top classes, why one actor is alive, the memory report),
 //! writes an SVG chart of the collector's time per frame and a JSON file of
@@ -40,7 +43,7 @@ use clap::Parser;
 use coreobject::MemoryReport;
 
 use crate::progress::{GcSoFar, Progress};
-use crate::report::{Chain, CycleShape, PeakMemory, RunReport, RunSettings, Timing};
+use crate::report::{ByKind, Chain, CycleShape, PeakMemory, RunReport, RunSettings, Timing};
 use crate::stats::{micros, rss_bytes, GcPerFrame, Percentiles};
 use crate::world::{FinalGc, GcMode, Settings, Sim, Span, DT, GC_INTERVAL};
 
@@ -55,21 +58,30 @@ struct Cli {
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
     frames: u32,
     /// Random seed: the same seed gives the same world (exactly so with
-    /// `--gc full`; incremental slices are cut by wall-clock time).
+    /// `--gc full`; incremental and generational slices are cut by
+    /// wall-clock time).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Directory for pauses.svg and stats.json (created if missing).
     #[arg(long, default_value = "out")]
     out: PathBuf,
-    /// How the collector runs: incremental (a budgeted slice per frame) or
-    /// full (each cycle stop-the-world, in one frame).
-    #[arg(long, value_enum, default_value_t = GcMode::Incremental)]
+    /// How the collector runs: generational (minor cycles when a tenth of
+    /// the target population was created since the last cycle, major ones
+    /// on the interval and the object count; a budgeted slice per frame),
+    /// incremental (major cycles only, a budgeted slice per frame) or full
+    /// (major cycles only, each stop-the-world, in one frame).
+    #[arg(long, value_enum, default_value_t = GcMode::Generational)]
     gc: GcMode,
     /// The collector's time budget per frame, in milliseconds (fractions
-    /// allowed). Incremental mode holds each tick to it; full mode only
-    /// counts the frames over it.
+    /// allowed). Generational and incremental modes hold each tick to it;
+    /// full mode only counts the frames over it.
     #[arg(long, default_value_t = 2.0, value_parser = parse_budget_ms)]
     budget_ms: f64,
+    /// Generational mode: start a minor cycle when this many objects were
+    /// created since the last cycle (default: a tenth of `--objects`, at
+    /// least 256).
+    #[arg(long, value_name = "OBJECTS", value_parser = clap::value_parser!(u64).range(1..))]
+    young_threshold: Option<u64>,
     /// Also write a Chrome trace-event file here (opens in Perfetto and
     /// chrome://tracing): game logic and collector slices per frame, and
     /// the live-object count.
@@ -117,15 +129,17 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         seed: cli.seed,
         gc: cli.gc,
         budget: Duration::from_secs_f64(cli.budget_ms / 1000.0),
+        young_threshold: cli.young_threshold.map(usize::try_from).transpose()?,
     };
     eprintln!(
         "building a world of {} objects (seed {}, {} collection{})...",
         report::thousands(cli.objects),
         cli.seed,
         cli.gc.name(),
-        match cli.gc {
-            GcMode::Incremental => format!(", {} ms budget per frame", cli.budget_ms),
-            GcMode::Full => String::new(),
+        if cli.gc.sliced() {
+            format!(", {} ms budget per frame", cli.budget_ms)
+        } else {
+            String::new()
         }
     );
     let progress = Progress::new(u64::from(cli.frames));
@@ -140,9 +154,10 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         report::thousands(cli.objects),
         cli.seed,
         cli.gc.name(),
-        match cli.gc {
-            GcMode::Incremental => format!(" ({} ms budget)", cli.budget_ms),
-            GcMode::Full => String::new(),
+        if cli.gc.sliced() {
+            format!(" ({} ms budget)", cli.budget_ms)
+        } else {
+            String::new()
         }
     );
     chart::write_svg(&svg, &title, &report)
@@ -273,6 +288,7 @@ fn simulate(
                 .object_threshold
                 .unwrap_or(0),
             gc: sim.settings.gc,
+            gc_young_threshold: world::young_threshold(&sim.settings),
             budget_ms: budget_us / 1000.0,
         },
         timing: Timing {
@@ -287,10 +303,11 @@ fn simulate(
         live_peak_frame,
         collections: collections.len(),
         collections_by_trigger: by_trigger,
+        by_kind: ByKind::of(&collections),
         pause: Percentiles::of(&pauses),
         pause_describes: match sim.settings.gc {
             GcMode::Full => "the stop-the-world pause of each collection",
-            GcMode::Incremental => {
+            GcMode::Incremental | GcMode::Generational => {
                 "the collector's total time in each cycle, summed over its slices (Tick::time \
                  from the tick that started it to the one that completed it); no frame waits \
                  this long, see gc_per_frame. The final explicit collection is a real pause"
@@ -347,6 +364,7 @@ mod tests {
             seed,
             gc,
             budget,
+            young_threshold: None,
         };
         simulate(settings, &Progress::hidden()).unwrap().0
     }
@@ -379,6 +397,7 @@ mod tests {
     fn small_world_holds_every_invariant_stop_the_world() {
         let r = small(3_000, 45, 7, GcMode::Full, Duration::from_millis(2));
         holds_every_invariant(&r);
+        majors_only(&r);
         assert!(r.collection_log.iter().all(|c| c.slices == 1));
     }
 
@@ -386,7 +405,30 @@ mod tests {
     fn small_world_holds_every_invariant_incrementally() {
         let r = small(3_000, 45, 7, GcMode::Incremental, Duration::from_millis(2));
         holds_every_invariant(&r);
+        majors_only(&r);
         slices_are_frames_slices(&r);
+    }
+
+    /// The default mode: minor cycles between major ones, every invariant
+    /// holding (an old object a minor cycle left alive is checked again
+    /// after the next cycle, and must be gone after the next major one).
+    #[test]
+    fn small_world_holds_every_invariant_generationally() {
+        let r = small(3_000, 45, 7, GcMode::Generational, Duration::from_millis(2));
+        holds_every_invariant(&r);
+        slices_are_frames_slices(&r);
+        let k = &r.by_kind;
+        assert!(k.minor.cycles > 0 && k.major.cycles > 0, "{k:?}");
+        assert!(r.collection_log.iter().any(|c| c.kind == "minor"));
+        assert!(r.counters.dead_handles_freed_by_minors > 0);
+        assert!(r.counters.dead_handles_carried > 0, "{:?}", r.counters);
+        assert!(k.minor.young_mean > 0.0, "{k:?}");
+    }
+
+    /// Only the generational mode runs minor cycles.
+    fn majors_only(r: &RunReport) {
+        assert_eq!(r.by_kind.minor.cycles, 0);
+        assert!(r.collection_log.iter().all(|c| c.kind == "major"));
     }
 
     /// The longest slice reported is one a frame ran: it fits in the

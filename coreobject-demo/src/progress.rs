@@ -19,6 +19,8 @@ pub struct GcSoFar {
     pub budget_us: f64,
     /// Cycles completed.
     pub cycles: usize,
+    /// Of those, minor cycles.
+    pub minors: usize,
     /// Frames in which the collector did something.
     pub frames_with_gc: usize,
     /// Of those, frames over the budget.
@@ -34,9 +36,10 @@ pub struct GcSoFar {
 impl Default for GcSoFar {
     fn default() -> GcSoFar {
         GcSoFar {
-            mode: GcMode::Incremental,
+            mode: GcMode::Generational,
             budget_us: 0.0,
             cycles: 0,
+            minors: 0,
             frames_with_gc: 0,
             over_budget: 0,
             over_double: 0,
@@ -50,6 +53,7 @@ impl GcSoFar {
     /// Counts one frame.
     pub fn add(&mut self, f: &FrameRecord) {
         self.cycles += usize::from(f.pause_us.is_some());
+        self.minors += usize::from(f.pause_us.is_some() && f.gc_kind == Some("minor"));
         self.phase = f.gc_phase;
         if f.gc_worked {
             self.frames_with_gc += 1;
@@ -62,12 +66,18 @@ impl GcSoFar {
     /// One line's worth.
     fn describe(&self) -> String {
         let ms = |us: f64| format!("{:.2} ms", us / 1000.0);
-        let phase = match self.mode {
-            GcMode::Incremental => format!(", gc {}", self.phase),
-            GcMode::Full => String::new(),
+        let phase = if self.mode.sliced() {
+            format!(", gc {}", self.phase)
+        } else {
+            String::new()
+        };
+        let minors = if self.mode == GcMode::Generational {
+            format!(" ({} minor)", self.minors)
+        } else {
+            String::new()
         };
         format!(
-            "{} cycles{phase}; gc/frame max {}, {} of {} over {} ({} over twice)",
+            "{} cycles{minors}{phase}; gc/frame max {}, {} of {} over {} ({} over twice)",
             self.cycles,
             ms(self.max_us),
             self.over_budget,

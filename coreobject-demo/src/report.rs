@@ -27,8 +27,11 @@ pub struct RunSettings {
     pub gc_interval_s: f64,
     /// The collector's object-count trigger.
     pub gc_object_threshold: usize,
-    /// How the collector ran: `"incremental"` or `"full"`.
+    /// How the collector ran: `"generational"`, `"incremental"` or `"full"`.
     pub gc: GcMode,
+    /// Generational mode: objects created since the last cycle that start
+    /// a minor one (`GcConfig::young_threshold`); `null` otherwise.
+    pub gc_young_threshold: Option<usize>,
     /// The per-frame budget, in milliseconds (enforced when incremental).
     pub budget_ms: f64,
 }
@@ -108,6 +111,106 @@ impl CycleShape {
             end_of_run_ticks: 0,
             end_of_run_max_tick_us: 0.0,
             forced: cycles.iter().filter(|c| c.forced).count(),
+        }
+    }
+}
+
+/// The completed cycles of one kind (the final explicit collection left
+/// out: it is the end-of-run check's, not the policy's).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct KindSummary {
+    /// Cycles completed.
+    pub cycles: usize,
+    /// Of those, cycles forced to finish at once (`CollectStats::forced`).
+    pub forced: usize,
+    /// Percentiles of the collector's time in each cycle
+    /// ([`CollectionRecord::cycle_us`]: the pause stop-the-world, the sum
+    /// of its slices incrementally).
+    pub cycle: Percentiles,
+    /// The longest slice of any of them, in microseconds.
+    pub max_slice_us: f64,
+    /// Mean slices per cycle.
+    pub slices_mean: f64,
+    /// Mean frames from start to completion, both included.
+    pub frames_mean: f64,
+    /// Marking time summed over the cycles, in microseconds.
+    pub mark_us: f64,
+    /// Sweeping time (finding unreachable objects, `begin_destroy`) summed.
+    pub sweep_us: f64,
+    /// Destroying time (finishing, freeing, dropping) summed.
+    pub destroy_us: f64,
+    /// Objects freed.
+    pub freed: u64,
+    /// Bytes freed.
+    pub freed_bytes: u64,
+    /// `destroy_us` per freed object, in nanoseconds (0 if none freed).
+    pub destroy_ns_per_freed: f64,
+    /// Objects marked, summed.
+    pub marked: u64,
+    /// Minor cycles: mean young objects considered.
+    pub young_mean: f64,
+    /// Minor cycles: mean old objects re-scanned (the remembered set).
+    pub remembered_mean: f64,
+    /// Minor cycles: mean young objects promoted.
+    pub promoted_mean: f64,
+}
+
+impl KindSummary {
+    /// The summary of the cycles in `log` whose kind is `kind`, but the
+    /// final explicit collection.
+    pub fn of(log: &[CollectionRecord], kind: &str) -> KindSummary {
+        let cycles: Vec<&CollectionRecord> = log
+            .iter()
+            .filter(|c| c.kind == kind && c.trigger != "final check")
+            .collect();
+        if cycles.is_empty() {
+            return KindSummary::default();
+        }
+        let n = cycles.len() as f64;
+        let sum = |f: fn(&CollectionRecord) -> f64| cycles.iter().map(|c| f(c)).sum::<f64>();
+        let totals: Vec<f64> = cycles.iter().map(|c| c.cycle_us).collect();
+        let freed = cycles.iter().map(|c| c.freed as u64).sum::<u64>();
+        let destroy_us = sum(|c| c.destroy_us);
+        KindSummary {
+            cycles: cycles.len(),
+            forced: cycles.iter().filter(|c| c.forced).count(),
+            cycle: Percentiles::of(&totals),
+            max_slice_us: cycles.iter().map(|c| c.max_slice_us).fold(0.0, f64::max),
+            slices_mean: sum(|c| c.slices as f64) / n,
+            frames_mean: sum(|c| f64::from(c.frame - c.started_frame + 1)) / n,
+            mark_us: sum(|c| c.mark_us),
+            sweep_us: sum(|c| c.sweep_us),
+            destroy_us,
+            freed,
+            freed_bytes: cycles.iter().map(|c| c.freed_bytes as u64).sum(),
+            destroy_ns_per_freed: if freed == 0 {
+                0.0
+            } else {
+                destroy_us * 1000.0 / freed as f64
+            },
+            marked: cycles.iter().map(|c| c.marked as u64).sum(),
+            young_mean: sum(|c| c.young as f64) / n,
+            remembered_mean: sum(|c| c.remembered as f64) / n,
+            promoted_mean: sum(|c| c.promoted as f64) / n,
+        }
+    }
+}
+
+/// Minor and major cycles apart.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct ByKind {
+    /// Minor cycles: young objects only.
+    pub minor: KindSummary,
+    /// Major cycles: the whole heap.
+    pub major: KindSummary,
+}
+
+impl ByKind {
+    /// Both summaries of `log`.
+    pub fn of(log: &[CollectionRecord]) -> ByKind {
+        ByKind {
+            minor: KindSummary::of(log, "minor"),
+            major: KindSummary::of(log, "major"),
         }
     }
 }
@@ -277,6 +380,9 @@ pub struct RunReport {
     pub collections: usize,
     /// Collections per trigger.
     pub collections_by_trigger: BTreeMap<&'static str, usize>,
+    /// Minor and major cycles apart (the final explicit collection left
+    /// out).
+    pub by_kind: ByKind,
     /// Percentiles, over every completed cycle, of the collector's time in
     /// it ([`CollectionRecord::cycle_us`]): with `--gc full` the pause of
     /// each stop-the-world collection; incrementally the per-cycle total,
@@ -348,6 +454,34 @@ fn ms(us: f64) -> String {
     format!("{:.2} ms", us / 1000.0)
 }
 
+/// Nanoseconds, rounded.
+fn ns(ns: f64) -> String {
+    format!("{ns:.0} ns")
+}
+
+/// One kind's cycles on a line: count, forced, cycle time p50 and max.
+fn kind_line(k: &KindSummary, mode: GcMode) -> String {
+    if k.cycles == 0 {
+        return "none".to_string();
+    }
+    let what = if mode.sliced() {
+        "cycle total (summed over slices)"
+    } else {
+        "pause"
+    };
+    format!(
+        "{} ({} forced); {what} p50 / max {} / {}; longest slice {}; {:.1} slices, {:.1} \
+         frames mean",
+        k.cycles,
+        k.forced,
+        ms(k.cycle.p50_us),
+        ms(k.cycle.max_us),
+        ms(k.max_slice_us),
+        k.slices_mean,
+        k.frames_mean
+    )
+}
+
 impl RunReport {
     /// The summary table printed at the end of the run.
     pub fn summary(&self, memory_report: &MemoryReport) -> String {
@@ -402,8 +536,14 @@ impl RunReport {
             &mut s,
             "collector",
             match self.settings.gc {
+                GcMode::Generational => format!(
+                    "generational, a slice of at most {} per frame; a minor cycle each {} \
+                     objects created",
+                    ms(self.gc_per_frame.budget_us),
+                    thousands(self.settings.gc_young_threshold.unwrap_or(0) as u64)
+                ),
                 GcMode::Incremental => format!(
-                    "incremental, a slice of at most {} per frame",
+                    "incremental (major cycles only), a slice of at most {} per frame",
                     ms(self.gc_per_frame.budget_us)
                 ),
                 GcMode::Full => format!(
@@ -422,14 +562,50 @@ impl RunReport {
             &mut s,
             "collections",
             format!(
-                "{} completed cycles ({triggers}); policy: every {:.1} s or at {} objects",
+                "{} completed cycles ({triggers}); majors: every {:.1} s since the last cycle or \
+                 at {} objects",
                 self.collections,
                 self.settings.gc_interval_s,
                 thousands(self.settings.gc_object_threshold as u64)
             ),
         );
+        for (label, k) in [
+            ("minor cycles", &self.by_kind.minor),
+            ("major cycles", &self.by_kind.major),
+        ] {
+            if k.cycles == 0 && label == "minor cycles" && self.settings.gc != GcMode::Generational
+            {
+                continue;
+            }
+            row(&mut s, label, kind_line(k, self.settings.gc));
+            if k.cycles > 0 {
+                row(
+                    &mut s,
+                    "",
+                    format!(
+                        "mark {} / sweep {} / destroy {} in all; freed {} ({} destroy per \
+                         freed object){}",
+                        ms(k.mark_us),
+                        ms(k.sweep_us),
+                        ms(k.destroy_us),
+                        thousands(k.freed),
+                        ns(k.destroy_ns_per_freed),
+                        if label == "minor cycles" {
+                            format!(
+                                "; mean {} young, {} remembered, {} promoted",
+                                thousands(k.young_mean.round() as u64),
+                                thousands(k.remembered_mean.round() as u64),
+                                thousands(k.promoted_mean.round() as u64)
+                            )
+                        } else {
+                            String::new()
+                        }
+                    ),
+                );
+            }
+        }
         let shape = &self.cycle_shape;
-        if self.settings.gc == GcMode::Incremental {
+        if self.settings.gc.sliced() {
             row(
                 &mut s,
                 "cycle length",
@@ -467,7 +643,7 @@ impl RunReport {
             &mut s,
             match self.settings.gc {
                 GcMode::Full => "pause p50 / p99 / max",
-                GcMode::Incremental => "cycle total p50 / p99 / max",
+                GcMode::Incremental | GcMode::Generational => "cycle total p50 / p99 / max",
             },
             format!(
                 "{} / {} / {} (mean {}){}",
@@ -477,7 +653,9 @@ impl RunReport {
                 ms(self.pause.mean_us),
                 match self.settings.gc {
                     GcMode::Full => "",
-                    GcMode::Incremental => ", summed over slices: not a pause",
+                    GcMode::Incremental | GcMode::Generational => {
+                        ", summed over slices: not a pause"
+                    }
                 }
             ),
         );
@@ -566,7 +744,12 @@ impl RunReport {
         row(
             &mut s,
             "dead handles verified stale",
-            thousands(c.dead_handles_verified),
+            format!(
+                "{} ({} by minor cycles; {} left alive by a minor and checked again)",
+                thousands(c.dead_handles_verified),
+                thousands(c.dead_handles_freed_by_minors),
+                thousands(c.dead_handles_carried)
+            ),
         );
         row(
             &mut s,
@@ -637,6 +820,7 @@ mod tests {
             frame,
             started_frame: frame.saturating_sub(3),
             trigger,
+            kind: "major",
             cycle_us: 4.0 * max_slice_us,
             total_us: 4.0 * max_slice_us,
             slices: 4,
@@ -644,6 +828,9 @@ mod tests {
             after_frames,
             forced: false,
             born: 0,
+            young: 0,
+            remembered: 0,
+            promoted: 0,
             mark_us: 0.0,
             sweep_us: 0.0,
             destroy_us: 0.0,

@@ -46,6 +46,13 @@ pub struct Counters {
     /// they were checked at the end of the cycle after it (an object that
     /// the running cycle had already marked may legitimately survive it).
     pub dead_handles_deferred: u64,
+    /// Of the handles verified, those a minor cycle freed.
+    pub dead_handles_freed_by_minors: u64,
+    /// Times a minor cycle left a known-dead handle resolving (an old
+    /// object that became unreachable: only a major cycle frees it), so that
+    /// the next cycle checked it again. Actors marked as garbage are never
+    /// carried: every cycle must free them.
+    pub dead_handles_carried: u64,
 }
 
 /// One simulated frame.
@@ -89,6 +96,10 @@ pub struct FrameRecord {
     pub gc_freed: usize,
     /// What started a cycle in this tick, if one started.
     pub gc_started: Option<&'static str>,
+    /// The kind of the cycle this tick worked on, `"minor"` or `"major"`
+    /// (the one it completed, or the one in flight after it); `None` for a
+    /// tick with no cycle.
+    pub gc_kind: Option<&'static str>,
     /// The cycle that completed in this tick, if one did: its per-cycle
     /// total (see [`CollectionRecord::cycle_us`]), in microseconds.
     pub pause_us: Option<f64>,
@@ -109,6 +120,9 @@ pub struct CollectionRecord {
     /// Which trigger fired: `"interval"` or `"object count"`; `"final check"`
     /// for the explicit collection before the end-of-run checks.
     pub trigger: &'static str,
+    /// `"minor"` (young objects only) or `"major"` (the whole heap):
+    /// `CollectStats::kind`.
+    pub kind: &'static str,
     /// The collector's time in this cycle, in microseconds: the sum of
     /// `Tick::time` over the ticks from the one that started the cycle to
     /// the one that completed it (`CollectStats::total` for the explicit
@@ -138,6 +152,14 @@ pub struct CollectionRecord {
     pub sweep_us: f64,
     /// Finishing, freeing and dropping, in microseconds.
     pub destroy_us: f64,
+    /// Minor cycles: the young objects considered (`CollectStats::young`).
+    pub young: usize,
+    /// Minor cycles: old objects re-scanned because the program changed
+    /// them (`CollectStats::remembered`).
+    pub remembered: usize,
+    /// Minor cycles: young objects that survived and are now old
+    /// (`CollectStats::promoted`).
+    pub promoted: usize,
     /// Roots found.
     pub roots: usize,
     /// Objects marked reachable.

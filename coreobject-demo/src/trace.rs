@@ -120,9 +120,14 @@ fn slice_name(f: &FrameRecord, mode: GcMode) -> String {
             "GC collection, stop-the-world ({})",
             f.gc_started.unwrap_or("?")
         ),
-        (GcMode::Incremental, true) => "GC slice: cycle complete".to_string(),
+        (GcMode::Incremental | GcMode::Generational, true) => {
+            format!("GC slice: {} cycle complete", f.gc_kind.unwrap_or("?"))
+        }
         (_, false) if f.gc_phase == "idle" => "GC: freeing pending objects".to_string(),
-        (_, false) => format!("GC slice: {}", f.gc_phase),
+        (_, false) => match f.gc_kind {
+            Some(kind) => format!("GC slice: {kind} {}", f.gc_phase),
+            None => format!("GC slice: {}", f.gc_phase),
+        },
     }
 }
 
@@ -167,10 +172,11 @@ pub fn trace(report: &RunReport, timeline: &Timeline) -> Value {
                 "work": f.gc_work,
                 "freed": f.gc_freed,
                 "started": f.gc_started,
+                "kind": f.gc_kind,
                 "completed": f.pause_us.is_some(),
                 "tick_wall_us": f.tick_us,
             });
-            if mode == GcMode::Incremental {
+            if mode.sliced() {
                 args["budget_us"] = json!(budget_us);
                 args["over_budget"] = json!(f.gc_us > budget_us);
             }
@@ -181,6 +187,7 @@ pub fn trace(report: &RunReport, timeline: &Timeline) -> Value {
             {
                 args["cycle"] = json!({
                     "trigger": cycle.trigger,
+                    "kind": cycle.kind,
                     "started_frame": cycle.started_frame,
                     "slices": cycle.slices,
                     "cycle_us": cycle.cycle_us,

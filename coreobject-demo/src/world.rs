@@ -15,20 +15,28 @@
 //! 5. projectiles fly and expire;
 //! 6. new actors spawn until the population reaches this frame's target
 //!    (which rises and falls in waves);
-//! 7. the collector ticks: [`Heap::tick`] starts a cycle when its interval
-//!    has passed or too many objects are allocated. With `--gc full` the
-//!    cycle runs whole, stop-the-world, in that tick; with `--gc incremental`
-//!    each tick runs one slice of at most the budget, so a cycle spans
-//!    several frames.
+//! 7. the collector ticks: [`Heap::tick`] starts a major cycle when its
+//!    interval has passed or too many objects are allocated, and (with
+//!    `--gc generational`, the default) a minor cycle when enough objects
+//!    were created since the last cycle. With `--gc full` the cycle runs
+//!    whole, stop-the-world, in that tick; with `--gc incremental` and
+//!    `--gc generational` each tick runs one slice of at most the budget, so
+//!    a cycle spans several frames.
 //!
 //! Every handle of an object the simulation knows is dead (actors it marked
 //! as garbage and their components, expired projectiles, unloaded levels and
-//! their contents) must resolve to nothing once the first cycle that started
-//! after its death has completed (`Tick::completed`). Stop-the-world, that
-//! is the collection in the same frame's tick. Incrementally, an object that
-//! dies while a cycle is in flight may already have been marked by it, and
-//! then survives it as floating garbage: its handle is checked at the end of
-//! the cycle after. No later: a handle still resolving then is a violation.
+//! their contents) must resolve to nothing once the first **major** cycle
+//! that started after its death has completed (`Tick::completed`).
+//! Stop-the-world, that is the collection in the same frame's tick.
+//! Incrementally, an object that dies while a cycle is in flight may already
+//! have been marked by it, and then survives it as floating garbage: its
+//! handle is checked at the end of the cycle after. A minor cycle treats the
+//! objects that survived an earlier cycle as alive, so an old unreachable
+//! object legitimately survives it: its handle is carried over to the next
+//! cycle, and only a major one's completion makes it a violation. An actor
+//! marked as garbage before a cycle started must be freed by it whatever
+//! its kind (a minor frees every object marked as garbage). No later: a
+//! handle still resolving then is a violation.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::f64::consts::TAU;
@@ -37,8 +45,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use coreobject::{
-    AnyObj, CollectStats, Error, GcConfig, Heap, HeapConfig, Name, Obj, Object, ObjectEvent, Phase,
-    ResolveError, Tick, Trigger,
+    AnyObj, CollectStats, CycleKind, Error, GcConfig, Heap, HeapConfig, Name, Obj, Object,
+    ObjectEvent, Phase, ResolveError, Tick, Trigger,
 };
 use serde::Serialize;
 
@@ -86,9 +94,16 @@ const MAX_DRAIN_TICKS: usize = 1_000_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum GcMode {
-    /// Each tick runs one slice of a cycle, held to the budget.
+    /// Minor cycles (young objects only) when [`young_threshold`] objects
+    /// were created since the last cycle, major ones on the interval and
+    /// the object count; each tick runs one slice of a cycle, held to the
+    /// budget.
+    Generational,
+    /// Major cycles only; each tick runs one slice of a cycle, held to the
+    /// budget.
     Incremental,
-    /// Each cycle runs whole in the tick that starts it (stop-the-world).
+    /// Major cycles only, each run whole in the tick that starts it
+    /// (stop-the-world).
     Full,
 }
 
@@ -96,10 +111,28 @@ impl GcMode {
     /// The mode's name, as `--gc` spells it.
     pub fn name(self) -> &'static str {
         match self {
+            GcMode::Generational => "generational",
             GcMode::Incremental => "incremental",
             GcMode::Full => "full",
         }
     }
+
+    /// Whether each tick runs a budgeted slice (rather than whole cycles).
+    pub fn sliced(self) -> bool {
+        self != GcMode::Full
+    }
+}
+
+/// Objects created since the last cycle that start a minor one in
+/// generational mode: `settings.young_threshold` if set, else a tenth of
+/// the target population (with the demo's churn, about five frames'
+/// creation), at least 256.
+pub fn young_threshold(settings: &Settings) -> Option<usize> {
+    (settings.gc == GcMode::Generational).then(|| {
+        settings
+            .young_threshold
+            .unwrap_or((settings.objects / 10).max(256))
+    })
 }
 
 /// What the user asked for.
@@ -116,17 +149,29 @@ pub struct Settings {
     /// The collector's time budget per frame (enforced only when
     /// incremental; the yardstick of the per-frame figures in both modes).
     pub budget: Duration,
+    /// Generational mode: objects created since the last cycle that start a
+    /// minor one; `None` for the default ([`young_threshold`]).
+    pub young_threshold: Option<usize>,
 }
 
-/// The collector policy the demo runs with: start a cycle every
-/// [`GC_INTERVAL`], or as soon as half again the target population is
-/// allocated (the permanent pool does not count toward the threshold);
-/// incrementally, in slices of `settings.budget`.
+/// The collector policy the demo runs with: start a major cycle every
+/// [`GC_INTERVAL`] (counted from the last cycle, minor or major), or as
+/// soon as half again the target population is allocated (the permanent
+/// pool does not count toward the threshold); in generational mode, a minor
+/// cycle when [`young_threshold`] objects were created since the last
+/// cycle; with `incremental` and `generational`, in slices of
+/// `settings.budget`.
+///
+/// `incremental` and `full` turn [`GcConfig::generational`] off: no
+/// remembered set is kept (the write barrier costs what it did before
+/// minor cycles existed) and only major cycles run, as before.
 pub fn gc_config(settings: &Settings) -> GcConfig {
     GcConfig {
         interval: Some(GC_INTERVAL),
         object_threshold: Some(settings.objects * 3 / 2),
-        incremental: (settings.gc == GcMode::Incremental).then_some(settings.budget),
+        incremental: settings.gc.sliced().then_some(settings.budget),
+        generational: settings.gc == GcMode::Generational,
+        young_threshold: young_threshold(settings),
         ..GcConfig::MANUAL
     }
 }
@@ -138,6 +183,10 @@ struct Cycle {
     started_frame: u32,
     /// The collector's time in it so far (`Tick::time` summed).
     time: Duration,
+    /// Its kind as far as the start told: minor if the young threshold
+    /// started it (`Trigger::Young`). `CollectStats::kind` says for sure
+    /// when it completes.
+    kind: CycleKind,
 }
 
 /// A stretch of the run, for the trace: microseconds since the run started.
@@ -445,6 +494,10 @@ impl Sim {
         let tick_wall = t1.elapsed();
 
         let collection = self.after_tick(frame, &tick);
+        let gc_kind = match &collection {
+            Some(c) => Some(c.kind),
+            None => self.cycle_kind().map(kind_name),
+        };
         let record = FrameRecord {
             frame,
             target: self.target_population(frame),
@@ -465,6 +518,7 @@ impl Sim {
             gc_work: tick.work,
             gc_freed: tick.freed,
             gc_started: tick.started.map(trigger_name),
+            gc_kind,
             pause_us: collection.as_ref().map(|c| c.cycle_us),
             rss_bytes: rss_before_tick.max(rss_bytes()),
         };
@@ -483,7 +537,7 @@ impl Sim {
         if !was_in_flight
             && (tick.started.is_some() || tick.completed.is_some() || tick.phase != Phase::Idle)
         {
-            self.begin_cycle(frame);
+            self.begin_cycle(frame, tick.started);
         }
         if let Some(c) = &mut self.cycle {
             c.time += tick.time;
@@ -493,13 +547,14 @@ impl Sim {
             let cycle = self.cycle.take().unwrap_or(Cycle {
                 started_frame: frame,
                 time: tick.time,
+                kind: stats.kind,
             });
             let graves = std::mem::take(&mut self.cycle_graves);
-            self.check_graves(graves);
+            self.check_graves(graves, stats.kind);
             record = Some(collection_record(frame, cycle, stats));
             // The tick completed the cycle in flight and started the next.
             if was_in_flight && (tick.started.is_some() || tick.phase != Phase::Idle) {
-                self.begin_cycle(frame);
+                self.begin_cycle(frame, tick.started);
             }
         } else if let Some(c) = self.cycle.filter(|_| tick.phase == Phase::Idle) {
             self.cycle = None;
@@ -517,14 +572,24 @@ impl Sim {
         record
     }
 
-    /// A cycle started in `frame`'s tick: it must free every object known
-    /// to be dead by now.
-    fn begin_cycle(&mut self, frame: u32) {
+    /// A cycle started in `frame`'s tick (by `trigger`, if the tick said):
+    /// it must free every object known to be dead by now (if it is a minor
+    /// one: the actors marked as garbage; the rest may carry over).
+    fn begin_cycle(&mut self, frame: u32, trigger: Option<Trigger>) {
         self.cycle = Some(Cycle {
             started_frame: frame,
             time: Duration::ZERO,
+            kind: match trigger {
+                Some(Trigger::Young) => CycleKind::Minor,
+                _ => CycleKind::Major,
+            },
         });
         self.cycle_graves.append(&mut self.graves);
+    }
+
+    /// The kind of the cycle in flight, as far as its start told.
+    pub fn cycle_kind(&self) -> Option<CycleKind> {
+        self.cycle.map(|c| c.kind)
     }
 
     /// Ends the run's collecting: finishes the cycle in flight, if any, by
@@ -570,14 +635,15 @@ impl Sim {
         };
         self.tick_freed += s.freed as u64;
         self.cycle = None;
-        self.begin_cycle(frame);
+        self.begin_cycle(frame, Some(s.trigger));
         let graves = std::mem::take(&mut self.cycle_graves);
-        self.check_graves(graves);
+        self.check_graves(graves, s.kind);
         self.cycle = None;
         self.graves_pending = self.graves.len() + self.cycle_graves.len();
         let cycle = Cycle {
             started_frame: frame,
             time: s.total,
+            kind: s.kind,
         };
         records.push(collection_record(frame, cycle, &s));
         Ok(FinalGc {
@@ -589,9 +655,15 @@ impl Sim {
         })
     }
 
-    /// After a cycle: every handle it had to free must resolve to nothing.
-    fn check_graves(&mut self, graves: Vec<Grave>) {
-        let collection = self.heap.gc_totals().collections;
+    /// After a cycle of `kind` that started after every death in `graves`:
+    /// after a major one, every handle must resolve to nothing. After a
+    /// minor one, the actors marked as garbage must be gone too, but an old
+    /// object that became unreachable legitimately survives: its handle is
+    /// carried over to the next cycle (it died before that one starts).
+    fn check_graves(&mut self, graves: Vec<Grave>, kind: CycleKind) {
+        let totals = self.heap.gc_totals();
+        let (collection, minors) = (totals.collections, totals.minor_collections);
+        let mut carried = Vec::new();
         for g in graves {
             let ok = match g {
                 Grave::Actor(h) => freed(&self.heap, h),
@@ -599,14 +671,32 @@ impl Sim {
                 Grave::Projectile(h) => freed(&self.heap, h),
                 Grave::Level(h) => freed(&self.heap, h),
             };
+            let garbage = matches!(g, Grave::Actor(h) if self.marked_garbage.contains(&h.any()));
             if ok {
                 self.counters.dead_handles_verified += 1;
+                if kind == CycleKind::Minor {
+                    self.counters.dead_handles_freed_by_minors += 1;
+                }
+            } else if kind == CycleKind::Minor && !garbage {
+                self.counters.dead_handles_carried += 1;
+                carried.push(g);
             } else {
-                self.violation(format!(
-                    "{g:?} is known to be unreachable but still resolves after collection {collection}"
-                ));
+                let what = match kind {
+                    CycleKind::Minor => format!(
+                        "is marked as garbage but still resolves after collection {collection} \
+                         (minor cycle {minors})"
+                    ),
+                    CycleKind::Major => format!(
+                        "is known to be unreachable but still resolves after collection \
+                         {collection} (a major cycle)"
+                    ),
+                };
+                self.violation(format!("{g:?} {what}"));
             }
         }
+        // Ahead of the deaths since the cycle started: the same next cycle.
+        carried.append(&mut self.graves);
+        self.graves = carried;
     }
 
     // ----- the world's structure ------------------------------------------
@@ -1134,6 +1224,7 @@ fn collection_record(frame: u32, cycle: Cycle, s: &CollectStats) -> CollectionRe
         frame,
         started_frame: cycle.started_frame,
         trigger: trigger_name(s.trigger),
+        kind: kind_name(s.kind),
         cycle_us: micros(cycle.time),
         total_us: micros(s.total),
         slices: s.slices,
@@ -1144,6 +1235,9 @@ fn collection_record(frame: u32, cycle: Cycle, s: &CollectStats) -> CollectionRe
         mark_us: micros(s.mark),
         sweep_us: micros(s.sweep),
         destroy_us: micros(s.destroy),
+        young: s.young,
+        remembered: s.remembered,
+        promoted: s.promoted,
         roots: s.roots,
         marked: s.marked,
         unreachable: s.unreachable,
@@ -1171,7 +1265,16 @@ pub fn trigger_name(t: Trigger) -> &'static str {
         Trigger::Interval => "interval",
         Trigger::ObjectCount => "object count",
         Trigger::Bytes => "bytes",
+        Trigger::Young => "young",
         _ => "growth",
+    }
+}
+
+/// How the report names a kind of cycle.
+pub fn kind_name(k: CycleKind) -> &'static str {
+    match k {
+        CycleKind::Minor => "minor",
+        CycleKind::Major => "major",
     }
 }
 
@@ -1182,7 +1285,7 @@ mod tests {
 
     use std::time::Duration;
 
-    use coreobject::{CollectStats, Phase, Tick, Trigger};
+    use coreobject::{CollectStats, CycleKind, Phase, Tick, Trigger};
 
     use super::{GcMode, Grave, Settings, Sim};
 
@@ -1193,6 +1296,7 @@ mod tests {
             seed: 3,
             gc: GcMode::Incremental,
             budget: Duration::from_millis(2),
+            young_threshold: None,
         })
         .unwrap()
     }
@@ -1274,6 +1378,89 @@ mod tests {
         assert_eq!(record.started_frame, 0);
         assert_eq!((sim.violation_count, sim.graves_pending), (0, 0));
         assert_eq!(sim.counters.dead_handles_verified, 1);
+    }
+
+    fn minor() -> CollectStats {
+        CollectStats {
+            trigger: Trigger::Young,
+            kind: CycleKind::Minor,
+            ..CollectStats::default()
+        }
+    }
+
+    /// An actor made unreachable (not marked as garbage), as a level
+    /// unload leaves its actors.
+    fn orphan_one(sim: &mut Sim) {
+        let level = sim.levels()[0];
+        let actor = sim.heap[level].actors[0];
+        sim.graves.push(Grave::Actor(actor));
+    }
+
+    /// A minor cycle may leave an old unreachable object alive: its handle
+    /// is carried to the next cycle, again past minors, and a major one
+    /// that leaves it resolving is a violation.
+    #[test]
+    fn minor_cycles_carry_old_graves_to_the_next_major() {
+        let mut sim = sim();
+        orphan_one(&mut sim);
+        let young = Tick {
+            started: Some(Trigger::Young),
+            ..started()
+        };
+        sim.after_tick(0, &young);
+        assert_eq!(sim.cycle_kind(), Some(CycleKind::Minor));
+        let record = sim.after_tick(1, &completed(minor())).unwrap();
+        assert_eq!(record.kind, "minor");
+        assert_eq!((sim.violation_count, sim.graves_pending), (0, 1));
+        sim.after_tick(2, &young);
+        sim.after_tick(3, &completed(minor()));
+        assert_eq!((sim.violation_count, sim.graves_pending), (0, 1));
+        assert_eq!(sim.counters.dead_handles_carried, 2);
+        sim.after_tick(4, &started());
+        assert_eq!(sim.cycle_kind(), Some(CycleKind::Major));
+        let record = sim
+            .after_tick(5, &completed(CollectStats::default()))
+            .unwrap();
+        assert_eq!(record.kind, "major");
+        assert_eq!((sim.violation_count, sim.graves_pending), (1, 0));
+        assert!(sim.violations[0].contains("major"), "{:?}", sim.violations);
+    }
+
+    /// An actor marked as garbage before a minor cycle started must be
+    /// freed by it; one a real minor cycle freed passes.
+    #[test]
+    fn minor_cycles_must_free_garbage() {
+        let mut sim = sim();
+        kill_one(&mut sim);
+        sim.after_tick(0, &started());
+        sim.after_tick(1, &completed(minor()));
+        assert_eq!((sim.violation_count, sim.graves_pending), (1, 0));
+        assert!(
+            sim.violations[0].contains("garbage"),
+            "{:?}",
+            sim.violations
+        );
+
+        let mut sim = sim_generational();
+        kill_one(&mut sim);
+        sim.after_tick(0, &started());
+        let stats = sim.heap.collect_minor().unwrap();
+        assert_eq!(stats.kind, CycleKind::Minor);
+        sim.after_tick(1, &completed(stats));
+        assert_eq!((sim.violation_count, sim.graves_pending), (0, 0));
+        assert_eq!(sim.counters.dead_handles_freed_by_minors, 1);
+    }
+
+    fn sim_generational() -> Sim {
+        Sim::new(Settings {
+            objects: 500,
+            frames: 10,
+            seed: 3,
+            gc: GcMode::Generational,
+            budget: Duration::from_millis(2),
+            young_threshold: None,
+        })
+        .unwrap()
     }
 
     /// A tick that completes one cycle and starts the next hands later

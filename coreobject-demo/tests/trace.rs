@@ -187,12 +187,64 @@ fn incremental_trace() {
         assert_eq!(s["args"]["budget_us"], 2000.0);
     }
     check_stats(&stats, "incremental", &slices, drained(&complete));
+    check_kinds(&stats, false);
 }
 
-/// A budget far too small for a cycle: the checks still hold and the trace
-/// is still well formed.
+/// Every collection record says its kind, and the summary by kind adds up
+/// to the records (the final explicit collection, a major one, left out).
+fn check_kinds(stats: &Value, minors_expected: bool) {
+    let log = stats["collection_log"].as_array().unwrap();
+    let count = |kind: &str| {
+        log.iter()
+            .filter(|c| c["kind"] == kind && c["trigger"] != "final check")
+            .count() as u64
+    };
+    for c in log {
+        assert!(c["kind"] == "minor" || c["kind"] == "major", "{c}");
+        if c["trigger"] == "young" {
+            assert_eq!(c["kind"], "minor", "{c}");
+        }
+    }
+    assert_eq!(log.last().unwrap()["kind"], "major");
+    let by_kind = &stats["by_kind"];
+    for kind in ["minor", "major"] {
+        let k = &by_kind[kind];
+        assert_eq!(k["cycles"].as_u64().unwrap(), count(kind), "{kind}: {k}");
+        for key in [
+            "mark_us",
+            "sweep_us",
+            "destroy_us",
+            "freed",
+            "destroy_ns_per_freed",
+        ] {
+            assert!(k[key].is_number(), "{kind}.{key}: {k}");
+        }
+        assert!(k["cycle"]["p50_us"].is_number() && k["cycle"]["max_us"].is_number());
+    }
+    assert_eq!(count("minor") > 0, minors_expected, "{by_kind}");
+}
+
+/// The default mode: minor and major cycles, each slice named by its kind.
 #[test]
-fn incremental_trace_tiny_budget() {
+fn generational_trace() {
+    let (stats, trace) = run("generational", &["--gc", "generational"]);
+    let complete = check_trace(&trace);
+    let slices = frame_slices(&complete);
+    assert!(
+        slices
+            .iter()
+            .any(|s| s["args"]["kind"] == "minor" && s["name"].as_str().unwrap().contains("minor")),
+        "a minor cycle's slice"
+    );
+    check_stats(&stats, "generational", &slices, drained(&complete));
+    check_kinds(&stats, true);
+    assert!(stats["settings"]["gc_young_threshold"].as_u64().unwrap() > 0);
+}
+
+/// A budget far too small for a cycle, in the default (generational) mode:
+/// the checks still hold and the trace is still well formed.
+#[test]
+fn default_trace_tiny_budget() {
     let (stats, trace) = run("tiny", &["--budget-ms", "0.02"]);
     let complete = check_trace(&trace);
     let slices = frame_slices(&complete);
@@ -202,7 +254,8 @@ fn incremental_trace_tiny_budget() {
             .any(|s| s["args"]["completed"] == false && s["args"]["phase"] != "idle"),
         "a slice that left a cycle in flight"
     );
-    check_stats(&stats, "incremental", &slices, drained(&complete));
+    check_stats(&stats, "generational", &slices, drained(&complete));
+    check_kinds(&stats, true);
 }
 
 #[test]
@@ -220,4 +273,5 @@ fn full_trace() {
     assert!(!drained(&complete));
     assert!(slices.iter().any(|s| s["args"]["completed"] == true));
     check_stats(&stats, "full", &slices, false);
+    check_kinds(&stats, false);
 }
