@@ -43,6 +43,7 @@ use syn::{
 /// | type | `#[object(lifecycle)]` | you implement `Lifecycle` yourself (destruction hooks: `begin_destroy`, `is_ready_for_finish_destroy`, `finish_destroy`) |
 /// | type | `#[object(trace_with = path)]` | also call `path(&self, visitor)` when tracing (Unreal's `AddReferencedObjects`), for handles the fields do not show, such as packed bits in a skipped field; the class then counts as interior-mutable (what `path` reads may change behind `&self`, so incremental marking re-scans the object whenever the program borrows it) |
 /// | type | `#[object(interior_mut = false)]` | with `trace_with`: what `path` reads never changes behind `&self` (no re-scan on borrow); `= true` declares the opposite for any class |
+/// | type | `#[object(cluster = false)]` | objects of the class never join a GC cluster (Unreal's `CanBeInCluster`) |
 /// | field | `#[object(skip)]` | never trace this field; its type need not implement `Trace` |
 ///
 /// Examples: the `coreobject` crate docs (a first heap, `trace_with`) and
@@ -85,6 +86,8 @@ struct TypeOpts {
     trace_with: Option<Path>,
     /// `interior_mut = true | false`: overrides what the class declares.
     interior_mut: Option<bool>,
+    /// `cluster = false`: the class's objects never join a GC cluster.
+    no_cluster: bool,
 }
 
 fn type_opts(attrs: &[Attribute], is_object: bool) -> Result<TypeOpts> {
@@ -97,6 +100,9 @@ fn type_opts(attrs: &[Attribute], is_object: bool) -> Result<TypeOpts> {
                 opts.lifecycle = true;
             } else if meta.path.is_ident("trace_with") {
                 opts.trace_with = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("cluster") && is_object {
+                let lit: syn::LitBool = meta.value()?.parse()?;
+                opts.no_cluster = !lit.value;
             } else if meta.path.is_ident("interior_mut") {
                 let lit: syn::LitBool = meta.value()?.parse()?;
                 opts.interior_mut = Some(lit.value);
@@ -104,7 +110,7 @@ fn type_opts(attrs: &[Attribute], is_object: bool) -> Result<TypeOpts> {
                 return Err(meta.error("`#[object(skip)]` goes on a field, not on the type"));
             } else {
                 let allowed = if is_object {
-                    "`name = \"…\"`, `lifecycle`, `trace_with = path` or `interior_mut = bool`"
+                    "`name = \"…\"`, `lifecycle`, `trace_with = path`, `interior_mut = bool` or `cluster = bool`"
                 } else {
                     "`trace_with = path` or `interior_mut = bool`"
                 };
@@ -415,6 +421,13 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
         .clone()
         .unwrap_or_else(|| LitStr::new(&ident.to_string(), Span::call_site()));
     let infos = field_infos(&fields);
+    let cluster = if opts.no_cluster {
+        quote!(
+            const CAN_BE_IN_CLUSTER: bool = false;
+        )
+    } else {
+        quote!()
+    };
     let lifecycle = if opts.lifecycle {
         quote!()
     } else {
@@ -431,6 +444,7 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
         // SAFETY: `class` returns the one `static` built by
         // `Class::new::<#ident>`, the contract of `Object`.
         unsafe impl ::coreobject::Object for #ident {
+            #cluster
             fn class() -> &'static ::coreobject::Class {
                 fn __make_default() -> ::core::option::Option<::coreobject::__private::MakeDefault> {
                     #[allow(unused_imports)]

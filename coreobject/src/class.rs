@@ -70,6 +70,9 @@ use crate::trace::{RefKind, Trace, Visitor};
 /// if it was not. For a derived class the check compares two constants, and
 /// an optimized build folds it away.
 pub unsafe trait Object: Trace + Lifecycle + Send + Sync + 'static {
+    /// Whether objects of this class may join a GC cluster (Unreal's
+    /// `CanBeInCluster`); `#[object(cluster = false)]` says no.
+    const CAN_BE_IN_CLUSTER: bool = true;
     /// The class of this type: the one `static` built by
     /// `Class::new::<Self>` (see the trait's safety section).
     fn class() -> &'static Class;
@@ -137,6 +140,7 @@ pub struct Class {
     needs_trace: bool,
     interior_mut: bool,
     has_hooks: bool,
+    can_be_in_cluster: bool,
     pub(crate) vt: Vtable,
 }
 
@@ -190,6 +194,7 @@ impl Class {
             needs_trace: T::NEEDS_TRACE,
             interior_mut: T::INTERIOR_MUT,
             has_hooks: T::HAS_HOOKS,
+            can_be_in_cluster: T::CAN_BE_IN_CLUSTER,
             vt: Vtable {
                 trace_mark: trace_mark::<T>,
                 trace_par: trace_par::<T>,
@@ -257,6 +262,13 @@ impl Class {
     /// shared reference ([`Trace::INTERIOR_MUT`]).
     pub const fn interior_mut(&self) -> bool {
         self.interior_mut
+    }
+
+    /// Whether objects of this class may join a GC cluster
+    /// ([`Heap::create_cluster`](crate::Heap::create_cluster)); a class opts
+    /// out with `#[object(cluster = false)]` (Unreal's `CanBeInCluster`).
+    pub const fn can_be_in_cluster(&self) -> bool {
+        self.can_be_in_cluster
     }
 
     /// Whether objects of this class have destruction hooks

@@ -470,6 +470,7 @@ pub struct ReadmeDoctests;
 
 mod array;
 mod class;
+mod cluster;
 mod config;
 mod error;
 pub mod gc;
@@ -490,6 +491,7 @@ pub use array::{ObjectRef, CHUNK_SIZE};
 #[doc(hidden)]
 pub use class::{__private, ClassDesc};
 pub use class::{Class, FieldInfo, Object};
+pub use cluster::{ClusterError, ClusterId, ClusterInfo, ClusterReport, ClusterViolation};
 pub use config::{GcConfig, HeapConfig};
 pub use coreobject_derive::{Object, Trace};
 pub use error::{CapReport, ConfigError, Error, PoolError, ResolveError, SerialRefusal};

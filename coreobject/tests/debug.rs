@@ -110,18 +110,21 @@ fn the_shortest_chain_names_every_field() {
                 label: "World".into(),
                 class: "World",
                 via: Some("levels[3]".into()),
+                cluster: None,
             },
             RefLink {
                 object: levels[3].any(),
                 label: format!("Level_{l3}"),
                 class: "Level",
                 via: Some("actors[17]".into()),
+                cluster: None,
             },
             RefLink {
                 object: hero.any(),
                 label: "Hero".into(),
                 class: "Actor",
                 via: None,
+                cluster: None,
             },
         ]
     );

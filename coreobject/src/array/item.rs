@@ -120,10 +120,17 @@ impl Item {
         self.refcount.load(Acquire)
     }
 
-    /// The index of the item's cluster root; 0 = in no cluster.
+    /// The index of the item's cluster root plus one; 0 = in no cluster.
     #[inline]
     pub(crate) fn cluster_root(&self) -> u32 {
         self.cluster_root.load(Relaxed)
+    }
+
+    /// Files the item's object in the cluster whose root is in slot
+    /// `root - 1` (0: in none).
+    #[inline]
+    pub(crate) fn set_cluster_root(&self, root: u32) {
+        self.cluster_root.store(root, Relaxed);
     }
 
     /// Whether the item is a root: rooted, or held by a strong handle.

@@ -44,8 +44,13 @@ pub struct RefLink {
     /// implicit outer reference, or `(inner)` when the next object is kept
     /// by this one as its outer, with
     /// [`GcConfig::outer_keeps_inners`](crate::GcConfig::outer_keeps_inners));
-    /// `None` on the last link.
+    /// `None` on the last link. `(cluster)` when the next object is kept
+    /// because it shares this one's GC cluster.
     pub via: Option<String>,
+    /// The GC cluster the object belongs to, if any: a chain through a
+    /// cluster keeps every member of it.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub cluster: Option<crate::ClusterId>,
 }
 
 /// A path from a root to an object: why it is alive.
@@ -296,13 +301,23 @@ pub(crate) struct Reports<'a> {
     pub(crate) referencers: &'a [(HookId, Arc<dyn Referencer>)],
     /// The outer → inners index, when outers keep their inners alive.
     pub(crate) inners: Option<&'a Mutex<Inners>>,
+    /// GC clusters: a member keeps the other members.
+    pub(crate) clusters: &'a Mutex<crate::cluster::Clusters>,
 }
 
 impl Reports<'_> {
     /// What the collector would visit scanning the object: its fields, its
     /// outer, then (when outers keep inners) its inners.
-    fn edges_of(&self, index: u32) -> Vec<AnyObj> {
+    pub(crate) fn edges_of(&self, index: u32) -> Vec<AnyObj> {
+        self.edges(index).0
+    }
+
+    /// What the collector would visit scanning the object, and how many of
+    /// those are its fields, its outer and its inners (the rest are the
+    /// other members of its GC cluster).
+    fn edges(&self, index: u32) -> (Vec<AnyObj>, usize) {
         let mut e = Edges(Vec::new());
+        let mut own = 0;
         if let Some(o) = self.array.slot(self.names, index) {
             let p = o.header_ptr();
             // SAFETY: `p` is a live header of its own class; `&self` keeps it alive.
@@ -313,8 +328,23 @@ impl Reports<'_> {
             if let Some(inners) = self.inners {
                 e.0.extend_from_slice(inners.lock().of(o.id().to_bits()));
             }
+            own = e.0.len();
+            let root = self.array.at(index).cluster_root();
+            if root != 0 {
+                let me = o.id();
+                let clusters = self.clusters.lock();
+                e.0.extend(clusters.members_of(root).iter().filter(|&&m| m != me));
+            }
         }
-        e.0
+        (e.0, own)
+    }
+
+    /// The cluster whose root's item field is `root_plus_one`, if its root
+    /// lives.
+    pub(crate) fn cluster_named(&self, root_plus_one: u32) -> Option<crate::ClusterId> {
+        let i = root_plus_one.checked_sub(1)?;
+        let o = self.array.slot(self.names, i)?;
+        (self.array.at(i).cluster_root() == root_plus_one).then_some(crate::ClusterId(o.id()))
     }
 
     fn via_of(&self, index: u32, k: usize) -> String {
@@ -330,9 +360,11 @@ impl Reports<'_> {
             has_outer = o.outer().is_some();
         }
         let fields = paths.out.len();
+        let own = self.edges(index).1;
         match paths.out.get(k) {
             Some(path) => path.clone(),
             None if k == fields && has_outer => "(outer)".to_string(),
+            None if k >= own => "(cluster)".to_string(),
             None => "(inner)".to_string(),
         }
     }
@@ -459,6 +491,7 @@ impl Reports<'_> {
                 label: o.display_name(),
                 class: o.class().name(),
                 via: k.map(|k| self.via_of(i, k)),
+                cluster: self.cluster_named(self.array.at(i).cluster_root()),
             });
         }
         RefChain { root, links }

@@ -34,6 +34,7 @@ use std::ptr::NonNull;
 
 use super::budget::Budget;
 use crate::array::{flags, Chunks, Item};
+use crate::cluster::Clusters;
 use crate::handle::AnyObj;
 use crate::inners::Inners;
 use crate::object::Header;
@@ -172,6 +173,8 @@ pub(crate) struct Marker<'a> {
     high_water: u32,
     /// The outer → inners index, when outers keep their inners alive.
     inners: Option<&'a Inners>,
+    /// GC clusters, when there are any: greying a member greys them all.
+    clusters: Option<&'a Clusters>,
     pub(crate) marked: usize,
 }
 
@@ -189,8 +192,15 @@ impl<'a> Marker<'a> {
             queue,
             high_water,
             inners,
+            clusters: None,
             marked: 0,
         }
+    }
+
+    /// Greying a member of one of `clusters` greys every member.
+    pub(crate) fn with_clusters(mut self, clusters: &'a Clusters) -> Self {
+        self.clusters = (!clusters.is_empty()).then_some(clusters);
+        self
     }
 
     #[inline(always)]
@@ -291,12 +301,22 @@ impl<'a> Marker<'a> {
         if self.is_marked(i) {
             return Pop::Skip;
         }
-        let Some((p, f)) = admit(self.chunks.at(i), serial) else {
+        let item = self.chunks.at(i);
+        let Some((p, f)) = admit(item, serial) else {
             return Pop::Skip;
         };
         self.set_mark(i);
         self.marked += 1;
         prefetch_line(p.as_ptr());
+        if let Some(c) = self.clusters {
+            let root = item.cluster_root();
+            if root != 0 {
+                // The whole cluster is kept: its members join the queue.
+                for &m in c.members_of(root) {
+                    self.visit(m);
+                }
+            }
+        }
         Pop::Grey(C::pack(p, bits, f))
     }
 
@@ -366,6 +386,7 @@ impl<'a> Marker<'a> {
             self.queue,
             self.high_water,
             self.inners,
+            self.clusters,
             pool,
             budget,
         );

@@ -33,7 +33,9 @@ impl Collector {
         let pool = self.pool.as_ref().filter(|_| threads > 1);
         let chunks = stage.array.chunks().clone();
         let inners = cycle.outer_keeps_inners.then_some(&*stage.inners);
-        let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw, inners);
+        let clusters = &*stage.clusters;
+        let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw, inners)
+            .with_clusters(clusters);
         let drain = |marker: &mut Marker<'_>, budget: &mut Budget| match pool {
             Some(pool) => marker.drain_parallel(pool, budget),
             None => marker.drain(budget),
@@ -58,6 +60,19 @@ impl Collector {
                     };
                     if f & flags::DISREGARD != 0 {
                         marker.scan_slot(y, item, p);
+                        continue;
+                    }
+                    let root = item.cluster_root();
+                    if root != 0
+                        && f & flags::DEAD == 0
+                        && clusters
+                            .members_of(root)
+                            .iter()
+                            .any(|m| m.index() != y && marker.is_black(m.index()))
+                    {
+                        // A young member of a cluster with old members: the
+                        // cluster is alive, and keeps it.
+                        marker.visit(AnyObj::new(y, s));
                     } else if cycle.outer_keeps_inners && f & flags::DEAD == 0 {
                         // An old outer is alive, and keeps its young inners.
                         let h = AnyObj::new(y, s);

@@ -230,6 +230,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 
 use crate::array::{flags, ObjectArray};
+use crate::cluster::Clusters;
 use crate::config::GcConfig;
 use crate::handle::AnyObj;
 use crate::inners::Inners;
@@ -261,6 +262,8 @@ pub(crate) struct Stage<'h> {
     pub(crate) referencers: &'h [(HookId, Arc<dyn Referencer>)],
     /// The outer → inners index: read by marking, kept by the purge.
     pub(crate) inners: &'h mut Inners,
+    /// GC clusters: read by marking, a cluster forgotten when its root is freed.
+    pub(crate) clusters: &'h mut Clusters,
 }
 
 /// Where a cycle in flight is.

@@ -121,6 +121,7 @@ use parking_lot::Mutex;
 use super::budget::Budget;
 use super::mark::{admit, Bare, Carry, Keyed, Ring, RING};
 use crate::array::Chunks;
+use crate::cluster::Clusters;
 use crate::handle::AnyObj;
 use crate::inners::Inners;
 use crate::object::Header;
@@ -257,6 +258,7 @@ pub(crate) struct Shared<'a> {
     bits: &'a [AtomicU64],
     high_water: u32,
     inners: Option<&'a Inners>,
+    clusters: Option<&'a Clusters>,
     injector: Injector<u64>,
     stealers: Vec<Stealer<u64>>,
     term: Termination,
@@ -377,12 +379,15 @@ impl Pool {
 /// # Panics
 /// Resumes the first panic raised by `Trace` code on any worker, after all
 /// of them have stopped.
+// The marker's state, passed apart so that each borrow is as narrow as it can be.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn drain(
     chunks: &Chunks,
     bits: &mut [u64],
     queue: &mut VecDeque<u64>,
     high_water: u32,
     inners: Option<&Inners>,
+    clusters: Option<&Clusters>,
     pool: &Pool,
     budget: &mut Budget,
 ) -> (usize, bool) {
@@ -413,6 +418,7 @@ pub(crate) fn drain(
         bits: atomic,
         high_water,
         inners,
+        clusters,
         injector,
         stealers: workers.iter().map(Worker::stealer).collect(),
         term: Termination::new(),
@@ -689,7 +695,8 @@ impl ParMarker<'_> {
         if i >= sh.high_water || sh.is_marked(i) {
             return None;
         }
-        let (p, f) = admit(sh.chunks.at(i), serial)?;
+        let item = sh.chunks.at(i);
+        let (p, f) = admit(item, serial)?;
         let (w, bit) = (&sh.bits[(i >> 6) as usize], 1u64 << (i & 63));
         let old = w.load(Ordering::Relaxed);
         if old & bit != 0 {
@@ -697,6 +704,15 @@ impl ParMarker<'_> {
         }
         w.store(old | bit, Ordering::Relaxed);
         self.claimed.push(i);
+        if let Some(c) = sh.clusters {
+            let root = item.cluster_root();
+            if root != 0 {
+                // The whole cluster is kept: its members join the queue.
+                for &m in c.members_of(root) {
+                    self.visit(m);
+                }
+            }
+        }
         prefetch_line(p.as_ptr());
         Some(C::pack(p, bits, f))
     }

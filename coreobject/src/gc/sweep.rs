@@ -484,6 +484,11 @@ fn free_one(
             batch.push(event);
         }
     }
+    // A cluster goes with its root (its members go in the same cycle: the
+    // cluster is reached whole or not at all).
+    if item.cluster_root() == index.wrapping_add(1) {
+        stage.clusters.by_root.remove(&index);
+    }
     if item.flags() & flags::NAMED != 0 {
         stage.names.get_mut().remove(index);
     }

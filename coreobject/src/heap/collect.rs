@@ -25,6 +25,7 @@ impl Heap {
                 listeners: &self.listeners,
                 referencers: &self.referencers,
                 inners: self.inners.get_mut(),
+                clusters: self.clusters.get_mut(),
             },
         )
     }

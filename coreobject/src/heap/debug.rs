@@ -15,6 +15,7 @@ impl Heap {
             names: &self.names,
             referencers: &self.referencers,
             inners: self.gc.config().outer_keeps_inners.then_some(&self.inners),
+            clusters: &self.clusters,
         }
     }
 

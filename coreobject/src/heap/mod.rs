@@ -17,6 +17,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::array::ObjectArray;
 use crate::class::Object;
+use crate::cluster::Clusters;
 use crate::config::HeapConfig;
 use crate::error::{ConfigError, Error, ResolveError};
 use crate::gc::Collector;
@@ -29,6 +30,7 @@ use crate::referencer::Referencer;
 use crate::serial;
 
 mod access;
+mod clusters;
 mod collect;
 mod create;
 mod debug;
@@ -64,6 +66,8 @@ pub struct Heap {
     /// `GcConfig::outer_keeps_inners`) and kept from then on, so that programs
     /// that use neither pay nothing at creation or free.
     inners: Mutex<Inners>,
+    /// GC clusters ([`Heap::create_cluster`]).
+    clusters: Mutex<Clusters>,
     /// Whether the index is built and kept.
     inners_on: AtomicBool,
     listeners: Listeners,
@@ -295,6 +299,7 @@ impl Heap {
             array,
             names: RwLock::new(Names::default()),
             inners: Mutex::new(Inners::default()),
+            clusters: Mutex::new(Clusters::default()),
             inners_on: AtomicBool::new(false),
             listeners: Listeners::default(),
             referencers: Vec::new(),

@@ -143,6 +143,8 @@ impl Heap {
         }
         if item.set(flags::GARBAGE) & flags::GARBAGE == 0 {
             self.gc.note_garbage(h);
+            // Unreal's rule: a member marked as garbage dissolves its cluster.
+            self.dissolve_cluster_of(h);
         }
         Ok(())
     }

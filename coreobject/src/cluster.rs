@@ -1,0 +1,188 @@
+//! GC clusters (Unreal's `FUObjectCluster`): sets of objects kept or freed
+//! as one unit. Reaching any member keeps every member: when marking greys
+//! one, it greys the others, so no write into a member can break the rule
+//! (each member is then traced as usual, so whatever it references now is
+//! found). The item's cluster field holds the root's slot index plus one.
+//!
+//! The bookkeeping lives here; [`Heap`](crate::Heap) creates, grows and
+//! dissolves clusters, and the collector reads the members when it greys a
+//! clustered object and forgets a cluster when its root is freed.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use rustc_hash::FxBuildHasher;
+
+use crate::handle::AnyObj;
+
+/// A GC cluster, named by its root object (Unreal's `ClusterRootIndex`).
+///
+/// ```
+/// use coreobject::{Heap, Obj, Object};
+/// #[derive(Object, Default)]
+/// struct Level { props: Vec<Obj<Prop>> }
+/// #[derive(Object, Default)]
+/// struct Prop;
+/// let mut heap = Heap::new();
+/// let level = heap.spawn(Level::default()).root().create().unwrap();
+/// for _ in 0..3 {
+///     let p = heap.create(Prop);
+///     heap[level].props.push(p);
+/// }
+/// let cluster = heap.create_cluster(level).unwrap();
+/// assert_eq!(cluster.root(), level.any());
+/// assert_eq!(heap.cluster_members(cluster).len(), 4);
+/// assert_eq!(heap.cluster_of(heap[level].props[0]), Some(cluster));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterId(pub(crate) AnyObj);
+
+impl ClusterId {
+    /// The cluster's root object.
+    pub fn root(self) -> AnyObj {
+        self.0
+    }
+}
+
+impl fmt::Display for ClusterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cluster {}", self.0.index())
+    }
+}
+
+/// Why a cluster operation was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The object is not alive (stale, foreign, or marked as garbage).
+    #[error("the object is not alive")]
+    NotAlive,
+    /// The cluster does not exist (dissolved, or its root was freed).
+    #[error("no such cluster")]
+    NoSuchCluster,
+    /// The object is already in a cluster.
+    #[error("the object is already in a cluster")]
+    AlreadyClustered,
+    /// The object may not join a cluster: it is in the disregard-for-GC
+    /// pool, a class default object, rooted (only a cluster's root may be),
+    /// or of a class that opted out (`#[object(cluster = false)]`).
+    #[error(
+        "the object may not join a cluster (pool, class default, rooted, or its class opted out)"
+    )]
+    NotClusterable,
+    /// A collection cycle is in flight: clusters change only between cycles.
+    #[error("a collection cycle is in flight; finish it first")]
+    CycleInFlight,
+}
+
+/// One cluster: its root and its members (the root first).
+#[derive(Debug)]
+pub(crate) struct Cluster {
+    pub(crate) members: Vec<AnyObj>,
+}
+
+/// Every cluster, by the root's slot index.
+#[derive(Debug, Default)]
+pub(crate) struct Clusters {
+    pub(crate) by_root: HashMap<u32, Cluster, FxBuildHasher>,
+}
+
+impl Clusters {
+    /// The members of the cluster whose item field says `root_plus_one`.
+    #[inline]
+    pub(crate) fn members_of(&self, root_plus_one: u32) -> &[AnyObj] {
+        self.by_root
+            .get(&root_plus_one.wrapping_sub(1))
+            .map_or(&[], |c| &c.members)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_root.is_empty()
+    }
+}
+
+/// One cluster in a [`ClusterReport`] (Unreal's `gc.ListClusters`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// The cluster.
+    pub id: ClusterId,
+    /// The root's display name.
+    pub root_name: String,
+    /// Members alive, the root included.
+    pub members: usize,
+    /// References from members to objects outside the cluster.
+    pub external_refs: usize,
+    /// Other clusters those references reach.
+    pub referenced_clusters: Vec<ClusterId>,
+}
+
+/// Every cluster with its size and external references, and totals
+/// ([`Heap::cluster_report`](crate::Heap::cluster_report)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterReport {
+    /// The clusters, largest first.
+    pub clusters: Vec<ClusterInfo>,
+    /// Members of all clusters.
+    pub total_members: usize,
+    /// External references of all clusters.
+    pub total_external_refs: usize,
+}
+
+impl fmt::Display for ClusterReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} clusters, {} members, {} external references",
+            self.clusters.len(),
+            self.total_members,
+            self.total_external_refs
+        )?;
+        for c in &self.clusters {
+            writeln!(
+                f,
+                "  {} ({}): {} members, {} external references, {} referenced clusters",
+                c.id,
+                c.root_name,
+                c.members,
+                c.external_refs,
+                c.referenced_clusters.len()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`Heap::verify_clusters`](crate::Heap::verify_clusters) finds wrong
+/// with the clusters' bookkeeping. By construction it finds nothing: it is
+/// the oracle the tests check against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClusterViolation {
+    /// A live member whose item does not name its cluster's root.
+    WrongRoot {
+        /// The cluster.
+        cluster: ClusterId,
+        /// The member.
+        member: AnyObj,
+    },
+    /// A live object whose item names a cluster that does not list it.
+    NotListed {
+        /// The object.
+        object: AnyObj,
+    },
+    /// A member that may not be in a cluster (pool, garbage, or its class
+    /// opted out).
+    Ineligible {
+        /// The cluster.
+        cluster: ClusterId,
+        /// The member.
+        member: AnyObj,
+    },
+    /// A member that is freed while its cluster's root lives.
+    Lost {
+        /// The cluster.
+        cluster: ClusterId,
+        /// The freed member.
+        member: AnyObj,
+    },
+}

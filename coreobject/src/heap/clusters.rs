@@ -1,0 +1,440 @@
+//! GC clusters (Unreal's `FUObjectCluster`), made at run time from any
+//! object graph, and the debugging surface around them: the cluster report,
+//! the bookkeeping check, and Graphviz pictures of references.
+
+use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::fmt::Write as _;
+
+use crate::array::flags;
+use crate::cluster::{
+    Cluster, ClusterError, ClusterId, ClusterInfo, ClusterReport, ClusterViolation, Clusters,
+};
+use crate::gc::Phase;
+use crate::handle::AnyObj;
+
+use super::Heap;
+
+impl Heap {
+    /// Whether `h` may join a cluster (as its root when `root`).
+    fn clusterable(&self, h: AnyObj, root: bool) -> Result<(), ClusterError> {
+        let class = self
+            .array
+            .header(h, flags::DEAD)
+            .map_err(|_| ClusterError::NotAlive)?
+            .class();
+        let item = self.array.at(h.index());
+        let f = item.flags();
+        if item.cluster_root() != 0 {
+            return Err(ClusterError::AlreadyClustered);
+        }
+        if f & (flags::DISREGARD | flags::DEFAULT_OBJECT) != 0
+            || !class.can_be_in_cluster()
+            || (!root && item.is_root())
+        {
+            return Err(ClusterError::NotClusterable);
+        }
+        Ok(())
+    }
+
+    fn no_cycle(&self) -> Result<(), ClusterError> {
+        if self.gc.phase() == Phase::Idle {
+            Ok(())
+        } else {
+            Err(ClusterError::CycleInFlight)
+        }
+    }
+
+    /// Makes a GC cluster (Unreal's `CreateCluster`): `root` and every
+    /// object it reaches through traced references (fields, outers and,
+    /// with [`GcConfig::outer_keeps_inners`](crate::GcConfig::outer_keeps_inners),
+    /// inners) that may join one: not rooted, not held by a
+    /// [`StrongObj`](crate::StrongObj), not in the disregard-for-GC pool, not
+    /// a class default object, not marked as garbage, not in another
+    /// cluster, and of a class that did not opt out
+    /// (`#[object(cluster = false)]`). The search stops at objects that may
+    /// not join.
+    ///
+    /// The collector keeps or frees a cluster as one unit: reaching any
+    /// member keeps every member, so a member reachable only through the
+    /// others lives while any of them is reachable. Writes into members need
+    /// no care (members are still traced, so what they reference now stays
+    /// alive). Marking a member as garbage dissolves its cluster, as in
+    /// Unreal.
+    ///
+    /// Refused while a collection cycle is in flight
+    /// ([`ClusterError::CycleInFlight`]).
+    ///
+    /// ```
+    /// use coreobject::{Heap, Obj, Object};
+    /// #[derive(Object, Default)]
+    /// struct Node { next: Option<Obj<Node>> }
+    /// let mut heap = Heap::new();
+    /// let a = heap.create(Node::default());
+    /// let b = heap.create(Node::default());
+    /// heap[a].next = Some(b);
+    /// let c = heap.create_cluster(a).unwrap();
+    /// heap.add_to_root(b).unwrap(); // only `b` is reachable now
+    /// heap.collect().unwrap();
+    /// assert!(heap.contains(a), "kept with its cluster");
+    /// assert_eq!(heap.cluster_members(c), [a.any(), b.any()]);
+    /// ```
+    pub fn create_cluster(&mut self, root: impl Into<AnyObj>) -> Result<ClusterId, ClusterError> {
+        let root = root.into();
+        self.no_cycle()?;
+        self.clusterable(root, true)?;
+        let mut members = vec![root];
+        let mut seen: HashSet<AnyObj> = HashSet::from([root]);
+        let mut queue = VecDeque::from([root]);
+        {
+            let reports = self.reports();
+            while let Some(h) = queue.pop_front() {
+                for e in reports.edges_of(h.index()) {
+                    if seen.insert(e) && self.clusterable(e, false).is_ok() {
+                        members.push(e);
+                        queue.push_back(e);
+                    }
+                }
+            }
+        }
+        let tag = root.index() + 1;
+        for m in &members {
+            self.array.at(m.index()).set_cluster_root(tag);
+        }
+        self.clusters
+            .get_mut()
+            .by_root
+            .insert(root.index(), Cluster { members });
+        Ok(ClusterId(root))
+    }
+
+    /// Adds one object to a cluster (it must be allowed to join one, as for
+    /// [`create_cluster`](Self::create_cluster)).
+    pub fn add_to_cluster(
+        &mut self,
+        cluster: ClusterId,
+        obj: impl Into<AnyObj>,
+    ) -> Result<(), ClusterError> {
+        let obj = obj.into();
+        self.no_cycle()?;
+        self.live_cluster(cluster)?;
+        self.clusterable(obj, false)?;
+        self.array
+            .at(obj.index())
+            .set_cluster_root(cluster.0.index() + 1);
+        let c = self.clusters.get_mut().by_root.get_mut(&cluster.0.index());
+        c.expect("checked alive").members.push(obj);
+        Ok(())
+    }
+
+    fn live_cluster(&self, cluster: ClusterId) -> Result<(), ClusterError> {
+        let i = cluster.0.index();
+        let alive = self.array.lookup(cluster.0, 0).is_ok()
+            && self.array.at(i).cluster_root() == i + 1
+            && self.clusters.lock().by_root.contains_key(&i);
+        alive.then_some(()).ok_or(ClusterError::NoSuchCluster)
+    }
+
+    /// Dissolves a cluster: its members become ordinary objects (each kept
+    /// or freed on its own from the next cycle on). Returns how many there
+    /// were.
+    pub fn dissolve_cluster(&mut self, cluster: ClusterId) -> Result<usize, ClusterError> {
+        self.live_cluster(cluster)?;
+        Ok(dissolve(
+            self.clusters.get_mut(),
+            &self.array,
+            cluster.0.index(),
+        ))
+    }
+
+    /// Dissolves the cluster of a member marked as garbage (from `&self`).
+    pub(super) fn dissolve_cluster_of(&self, h: AnyObj) {
+        let root = self.array.at(h.index()).cluster_root();
+        if root != 0 {
+            dissolve(&mut self.clusters.lock(), &self.array, root - 1);
+        }
+    }
+
+    /// The cluster the object belongs to (Unreal's `GetOwnerIndex` of its
+    /// item), if any.
+    pub fn cluster_of(&self, obj: impl Into<AnyObj>) -> Option<ClusterId> {
+        let obj = obj.into();
+        self.array.lookup(obj, flags::UNREACHABLE).ok()?;
+        self.reports()
+            .cluster_named(self.array.at(obj.index()).cluster_root())
+    }
+
+    /// The members of a cluster that are alive, the root first. Empty if
+    /// the cluster does not exist.
+    pub fn cluster_members(&self, cluster: ClusterId) -> Vec<AnyObj> {
+        if self.live_cluster(cluster).is_err() {
+            return Vec::new();
+        }
+        let tag = cluster.0.index() + 1;
+        let clusters = self.clusters.lock();
+        clusters
+            .members_of(tag)
+            .iter()
+            .copied()
+            .filter(|&m| {
+                self.array.lookup(m, flags::UNREACHABLE).is_ok()
+                    && self.array.at(m.index()).cluster_root() == tag
+            })
+            .collect()
+    }
+
+    /// Every cluster, by root index.
+    pub fn clusters(&self) -> Vec<ClusterId> {
+        let mut roots: Vec<u32> = self.clusters.lock().by_root.keys().copied().collect();
+        roots.sort_unstable();
+        let reports = self.reports();
+        roots
+            .into_iter()
+            .filter_map(|i| reports.cluster_named(i + 1))
+            .collect()
+    }
+
+    /// Each cluster's root, size, references out of it and the clusters
+    /// those reach, largest first, with totals (Unreal's `gc.ListClusters`).
+    ///
+    /// ```
+    /// use coreobject::{Heap, Obj, Object};
+    /// #[derive(Object, Default)]
+    /// struct Node { next: Vec<Obj<Node>> }
+    /// let mut heap = Heap::new();
+    /// let shared = heap.spawn(Node::default()).root().create().unwrap();
+    /// let a = heap.create(Node::default());
+    /// let b = heap.create(Node::default());
+    /// heap[a].next = vec![b, shared];
+    /// heap.create_cluster(a).unwrap();
+    /// let report = heap.cluster_report();
+    /// assert_eq!((report.total_members, report.total_external_refs), (2, 1));
+    /// assert!(report.to_string().starts_with("1 clusters, 2 members"));
+    /// ```
+    pub fn cluster_report(&self) -> ClusterReport {
+        let reports = self.reports();
+        let mut out = ClusterReport::default();
+        for id in self.clusters() {
+            let tag = id.0.index() + 1;
+            let members = self.cluster_members(id);
+            let mut external = 0;
+            let mut referenced = BTreeSet::new();
+            for m in &members {
+                for e in reports.edges_of(m.index()) {
+                    if self.array.lookup(e, flags::DEAD).is_err() {
+                        continue;
+                    }
+                    let r = self.array.at(e.index()).cluster_root();
+                    if r == tag {
+                        continue;
+                    }
+                    external += 1;
+                    if let Some(other) = reports.cluster_named(r) {
+                        referenced.insert(other);
+                    }
+                }
+            }
+            out.total_members += members.len();
+            out.total_external_refs += external;
+            out.clusters.push(ClusterInfo {
+                id,
+                root_name: self.display_name(id.0).unwrap_or_default(),
+                members: members.len(),
+                external_refs: external,
+                referenced_clusters: referenced.into_iter().collect(),
+            });
+        }
+        out.clusters
+            .sort_by(|a, b| b.members.cmp(&a.members).then(a.id.cmp(&b.id)));
+        out
+    }
+
+    /// Checks the clusters' bookkeeping and returns what is wrong, as data
+    /// (Unreal logs "Encountered N object(s) breaking GC Clusters
+    /// assumptions"). By construction it finds nothing: every write into a
+    /// member is traced as usual, so no assumption can be broken.
+    pub fn verify_clusters(&self) -> Vec<ClusterViolation> {
+        let mut v = Vec::new();
+        let clusters = self.clusters.lock();
+        let mut listed = HashSet::new();
+        for (&root, c) in &clusters.by_root {
+            let tag = root + 1;
+            let Some(&root_h) = c.members.first() else {
+                continue;
+            };
+            let id = ClusterId(root_h);
+            let root_alive = self.array.lookup(root_h, 0).is_ok();
+            for &m in &c.members {
+                listed.insert(m);
+                match self.array.header(m, 0) {
+                    Ok(h) => {
+                        let item = self.array.at(m.index());
+                        let f = item.flags();
+                        if item.cluster_root() != tag {
+                            // Dissolved members are not listed any more;
+                            // a slot reused by another object is not ours.
+                            continue;
+                        }
+                        if f & (flags::DISREGARD | flags::GARBAGE) != 0
+                            || !h.class().can_be_in_cluster()
+                        {
+                            v.push(ClusterViolation::Ineligible {
+                                cluster: id,
+                                member: m,
+                            });
+                        }
+                    }
+                    Err(_) if root_alive => v.push(ClusterViolation::Lost {
+                        cluster: id,
+                        member: m,
+                    }),
+                    Err(_) => {}
+                }
+            }
+            if root_alive && self.array.at(root).cluster_root() != tag {
+                v.push(ClusterViolation::WrongRoot {
+                    cluster: id,
+                    member: root_h,
+                });
+            }
+        }
+        drop(clusters);
+        for o in self.iter_all_allocated() {
+            let r = self.array.at(o.index()).cluster_root();
+            if r != 0 && !listed.contains(&o) {
+                v.push(ClusterViolation::NotListed { object: o });
+            }
+        }
+        v
+    }
+
+    fn iter_all_allocated(&self) -> Vec<AnyObj> {
+        let mut out = Vec::new();
+        self.array
+            .for_each_allocated(self.array.high_water(), |i, item| {
+                if item.object().is_some() {
+                    if let Some(s) = std::num::NonZeroU32::new(item.serial()) {
+                        out.push(AnyObj::new(i, s));
+                    }
+                }
+            });
+        out
+    }
+
+    /// A Graphviz DOT picture of the objects within `depth` references of
+    /// `obj` (Unreal's `obj refs` as a picture): one node per object,
+    /// labelled with its display name, one edge per reference the collector
+    /// follows (fields, outers, inners; cluster members are boxed together
+    /// in a `subgraph cluster_N`).
+    ///
+    /// ```
+    /// use coreobject::{Heap, Obj, Object};
+    /// #[derive(Object, Default)]
+    /// struct Node { next: Vec<Obj<Node>> }
+    /// let heap = Heap::new();
+    /// let a = heap.spawn(Node::default()).name("A").create().unwrap();
+    /// let b = heap.spawn(Node::default()).name("B").create().unwrap();
+    /// let mut heap = heap;
+    /// heap[a].next.push(b);
+    /// let dot = heap.neighbourhood_dot(a, 2);
+    /// assert!(dot.starts_with("digraph refs {"));
+    /// assert!(dot.contains(&format!("n{} -> n{};", a.index(), b.index())));
+    /// ```
+    pub fn neighbourhood_dot(&self, obj: impl Into<AnyObj>, depth: usize) -> String {
+        let obj = obj.into();
+        let reports = self.reports();
+        let mut nodes = vec![obj];
+        let mut edges = Vec::new();
+        let mut seen: HashSet<AnyObj> = HashSet::from([obj]);
+        let mut frontier = vec![obj];
+        if self.array.lookup(obj, 0).is_err() {
+            nodes.clear();
+            frontier.clear();
+        }
+        for _ in 0..depth {
+            let mut next = Vec::new();
+            for &h in &frontier {
+                for e in reports.edges_of(h.index()) {
+                    if self.array.lookup(e, 0).is_err() {
+                        continue;
+                    }
+                    edges.push((h, e));
+                    if seen.insert(e) {
+                        nodes.push(e);
+                        next.push(e);
+                    }
+                }
+            }
+            frontier = next;
+        }
+        edges.sort_unstable();
+        edges.dedup();
+        self.dot(&nodes, &edges)
+    }
+
+    /// [`reference_chains`](Self::reference_chains) as a Graphviz DOT
+    /// picture: every object on the chains, and the references between
+    /// consecutive ones.
+    pub fn reference_chains_dot(&self, target: impl Into<AnyObj>, max: usize) -> String {
+        let mut nodes = Vec::new();
+        let mut seen = HashSet::new();
+        let mut edges = Vec::new();
+        for chain in self.reference_chains(target, max) {
+            for w in chain.links.windows(2) {
+                edges.push((w[0].object, w[1].object));
+            }
+            for l in chain.links {
+                if seen.insert(l.object) {
+                    nodes.push(l.object);
+                }
+            }
+        }
+        edges.sort_unstable();
+        edges.dedup();
+        self.dot(&nodes, &edges)
+    }
+
+    fn dot(&self, nodes: &[AnyObj], edges: &[(AnyObj, AnyObj)]) -> String {
+        let mut s = String::from("digraph refs {\n");
+        let mut by_cluster: std::collections::BTreeMap<u32, Vec<AnyObj>> = Default::default();
+        for &n in nodes {
+            let label = self
+                .display_name(n)
+                .unwrap_or_default()
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"");
+            let _ = writeln!(s, "  n{} [label=\"{label}\"];", n.index());
+            let r = self.array.at(n.index()).cluster_root();
+            if r != 0 {
+                by_cluster.entry(r - 1).or_default().push(n);
+            }
+        }
+        for (&a, &b) in edges.iter().map(|(a, b)| (a, b)) {
+            let _ = writeln!(s, "  n{} -> n{};", a.index(), b.index());
+        }
+        for (root, members) in by_cluster {
+            let _ = write!(s, "  subgraph cluster_{root} {{ label=\"cluster {root}\";");
+            for m in members {
+                let _ = write!(s, " n{};", m.index());
+            }
+            s.push_str(" }\n");
+        }
+        s.push_str("}\n");
+        s
+    }
+}
+
+/// Dissolves the cluster whose root is in slot `root`: its members' items
+/// no longer name it. Returns how many members it listed.
+fn dissolve(clusters: &mut Clusters, array: &crate::array::ObjectArray, root: u32) -> usize {
+    let Some(c) = clusters.by_root.remove(&root) else {
+        return 0;
+    };
+    for m in &c.members {
+        // The member still in its slot (alive, garbage or unreachable).
+        let item = array.at(m.index());
+        if item.serial() == m.serial() && item.cluster_root() == root + 1 {
+            item.set_cluster_root(0);
+        }
+    }
+    c.members.len()
+}
