@@ -517,9 +517,10 @@ fn run_trees(s: &Settings, quick: bool, a: &TreesArgs) -> Result<WorkloadResult,
     );
     w.notes.push(format!(
         "garbage is freed by: Box/Rc/dumpster/rust-cc on drop, rust-gc by its own triggers, gc-arena by collect_debt after each tree, \
-         coreobject by Heap::tick with an object-count trigger and slotmap by mark and sweep (both at max(2 x live, {}) objects), \
+         slotmap by mark and sweep at max(2 x live, {t}) objects, coreobject by Heap::tick with generational collection (a minor \
+         cycle every {t} objects created, a major when the old generation reaches max(2 x the last major's survivors, {t})), \
          ideal by resetting an index arena",
-        trees::MIN_TRIGGER
+        t = trees::MIN_TRIGGER
     ));
     w.notes.push(format!(
         "every peer's output was checked against the closed form:\n{}",
