@@ -215,6 +215,9 @@ struct YoungArgs {
     /// Objects created per frame, a tenth of them kept [default: 30000].
     #[arg(long)]
     per_frame: Option<usize>,
+    /// Fraction of the world objects changed per frame [default: 0.01].
+    #[arg(long)]
+    changed_frac: Option<f64>,
     /// Random references per world object [default: 2].
     #[arg(long)]
     edges: Option<usize>,
@@ -423,8 +426,12 @@ fn run_young(s: &Settings, quick: bool, a: &YoungArgs) -> Result<Vec<WorkloadRes
     let p = young::Params {
         frames: pick(a.frames, quick, 100, 10).max(1),
         per_frame: a.per_frame.unwrap_or(30_000).max(1),
+        changed_frac: a.changed_frac.unwrap_or(young::CHANGED_FRAC),
         seed: a.seed.unwrap_or(1),
     };
+    if !(0.0..=1.0).contains(&p.changed_frac) {
+        return Err("--changed-frac must be in [0, 1]".into());
+    }
     let s = Settings {
         peers: vec![Peer::CoreObject],
         ..s.clone()
@@ -451,7 +458,7 @@ fn run_young(s: &Settings, quick: bool, a: &YoungArgs) -> Result<Vec<WorkloadRes
                     "stored_per_frame",
                     p.per_frame.div_ceil(young::STORED_EVERY).to_string(),
                 ),
-                ("changed_frac", young::CHANGED_FRAC.to_string()),
+                ("changed_frac", p.changed_frac.to_string()),
                 ("seed", p.seed.to_string()),
             ],
             young::metrics(),
