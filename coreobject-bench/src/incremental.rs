@@ -252,7 +252,7 @@ fn cycle<W: Stepped>(w: &mut W, plan: &Plan, p: &Params) -> Cycle {
 /// `/proc/thread-self/status`), read outside the timed steps: on a loaded
 /// machine a step the scheduler preempts takes a time slice longer (about
 /// 4 ms), whatever the collector does, so the JSON tells those steps apart.
-fn involuntary_switches() -> Option<u64> {
+pub(crate) fn involuntary_switches() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
     status
         .lines()
@@ -263,7 +263,7 @@ fn involuntary_switches() -> Option<u64> {
 }
 
 /// The nearest-rank `q` quantile of sorted `xs`.
-fn quantile(xs: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(xs: &[f64], q: f64) -> f64 {
     let rank = (q * xs.len() as f64).ceil() as usize;
     xs[rank.clamp(1, xs.len()) - 1]
 }

@@ -5,7 +5,7 @@
 //! prefetching, no per-object allocation) — all in one run.
 //!
 //! ```text
-//! coreobject-bench <world|incremental|weak|binary-trees|micro|names|all> [flags] [--quick]
+//! coreobject-bench <world|incremental|young|weak|binary-trees|micro|names|all> [flags] [--quick]
 //! ```
 //!
 //! # Workloads
@@ -22,6 +22,12 @@
 //!   by a budget of 1, 2 and 5 ms) by coreobject and gc-arena, beside each
 //!   one's stop-the-world collection of the same world: steps, p50/p99/max
 //!   step, cycle total.
+//! * [`young`]: coreobject alone, generational: the world of `N` objects
+//!   made old by a full collection, then frames that each create 30K objects
+//!   (a tenth stored into old objects through `get_mut`, the rest dropped)
+//!   and change 1% of the old objects, each followed by a minor cycle
+//!   (`Heap::collect_minor`): minor median and p99 per frame against a full
+//!   collection of the same heap, at 100K, 1M and 10M objects.
 //! * [`weak`]: `M` random weak-handle resolves over `N` objects, 10% freed.
 //! * [`trees`] (`binary-trees`): the Benchmarks Game workload, checked
 //!   against the closed form `2^(d+1) - 1` nodes per tree.
@@ -66,6 +72,7 @@ mod tally;
 mod trees;
 mod weak;
 mod world;
+mod young;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -132,6 +139,10 @@ enum Workload {
     /// The world collected as one incremental cycle of budgeted steps
     /// (coreobject and gc-arena), beside their stop-the-world collection.
     Incremental(IncrementalArgs),
+    /// coreobject alone: minor cycles after frames of allocation and a few
+    /// changes to a big old world, beside a full collection, at 100K, 1M
+    /// and 10M objects.
+    Young(YoungArgs),
     /// Random weak-handle resolves with 10% of the objects freed.
     Weak(WeakArgs),
     /// The Benchmarks Game binary-trees.
@@ -204,6 +215,30 @@ struct IncrementalArgs {
     /// each [default: 4].
     #[arg(long)]
     swaps: Option<usize>,
+}
+
+#[derive(Args, Debug, Default)]
+struct YoungArgs {
+    /// Comma-separated world sizes, one table row each [default:
+    /// 100000,1000000,10000000, the largest only if the memory available
+    /// holds it; --quick: 100000].
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Frames, each followed by a minor cycle [default: 100; --quick: 10].
+    #[arg(long)]
+    frames: Option<usize>,
+    /// Objects created per frame, a tenth of them kept [default: 30000].
+    #[arg(long)]
+    per_frame: Option<usize>,
+    /// Fraction of the world objects changed per frame [default: 0.01].
+    #[arg(long)]
+    changed_frac: Option<f64>,
+    /// Random references per world object [default: 2].
+    #[arg(long)]
+    edges: Option<usize>,
+    /// Random seed [default: 1].
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -376,6 +411,90 @@ fn run_incremental(
         .collect())
 }
 
+/// The young workload, one result per world size, on coreobject alone (no
+/// workload if `settings` does not run coreobject).
+fn run_young(s: &Settings, quick: bool, a: &YoungArgs) -> Result<Vec<WorkloadResult>, String> {
+    if !s.peers.contains(&Peer::CoreObject) {
+        return Ok(Vec::new());
+    }
+    let mut notes = Vec::new();
+    let sizes = if !a.sizes.is_empty() {
+        a.sizes.clone()
+    } else if quick {
+        vec![100_000]
+    } else {
+        let mut v = vec![100_000, 1_000_000];
+        let big = 10_000_000;
+        match young::available_bytes() {
+            Some(have) if have >= 2 * big * young::BYTES_PER_OBJECT => v.push(big),
+            have => notes.push(format!(
+                "{big} objects skipped: {} available, this run wants {:.1} GB",
+                have.map_or("unknown memory".to_string(), |b| format!(
+                    "{:.1} GB",
+                    b as f64 / 1e9
+                )),
+                (2 * big * young::BYTES_PER_OBJECT) as f64 / 1e9
+            )),
+        }
+        v
+    };
+    let p = young::Params {
+        frames: pick(a.frames, quick, 100, 10).max(1),
+        per_frame: a.per_frame.unwrap_or(30_000).max(1),
+        changed_frac: a.changed_frac.unwrap_or(young::CHANGED_FRAC),
+        seed: a.seed.unwrap_or(1),
+    };
+    if !(0.0..=1.0).contains(&p.changed_frac) {
+        return Err("--changed-frac must be in [0, 1]".into());
+    }
+    let s = Settings {
+        peers: vec![Peer::CoreObject],
+        ..s.clone()
+    };
+    let mut out = Vec::new();
+    for &n in &sizes {
+        let plan = world::Plan::new(&world::Params {
+            objects: n,
+            edges: a.edges.unwrap_or(2),
+            garbage_frac: 0.0,
+            seed: p.seed,
+            threads: 1,
+        })?;
+        let mut w = harness::run_workload(
+            &s,
+            &young::name(n),
+            &[Peer::CoreObject],
+            vec![
+                ("objects", plan.n.to_string()),
+                ("edges", a.edges.unwrap_or(2).to_string()),
+                ("frames", p.frames.to_string()),
+                ("per_frame", p.per_frame.to_string()),
+                (
+                    "stored_per_frame",
+                    p.per_frame.div_ceil(young::STORED_EVERY).to_string(),
+                ),
+                ("changed_frac", p.changed_frac.to_string()),
+                ("seed", p.seed.to_string()),
+            ],
+            young::metrics(),
+            |peer| young::run(peer, &plan, &p),
+        );
+        if out.is_empty() {
+            w.notes.push(
+                "a frame: create the objects (one reference each, to a random world object), store every tenth into a random world \
+                 object through get_mut and drop the rest, rewrite one random reference of 1% of the world objects through get_mut; \
+                 then Heap::collect_minor, timed alone. Full: the first frame (after the world was made old) ends with Heap::collect \
+                 instead, timed the same way: a full collection of the heap a frame leaves; full end (ms): Heap::collect of the heap \
+                 the last frame left (N + stored objects, no garbage)"
+                    .into(),
+            );
+            w.notes.append(&mut notes);
+        }
+        out.push(w);
+    }
+    Ok(out)
+}
+
 fn run_weak(s: &Settings, quick: bool, a: &WeakArgs) -> Result<WorkloadResult, String> {
     let p = weak::Params {
         objects: pick(a.objects, quick, 1_000_000, 100_000),
@@ -411,7 +530,13 @@ fn run_trees(s: &Settings, quick: bool, a: &TreesArgs) -> Result<WorkloadResult,
     let mut w = harness::run_workload(
         s,
         "binary-trees",
-        &[Peer::CoreObject, Peer::Box, Peer::Ideal],
+        &[
+            Peer::CoreObject,
+            Peer::Rc,
+            Peer::Box,
+            Peer::Dumpster,
+            Peer::Ideal,
+        ],
         vec![
             ("depth", plan.max_depth.to_string()),
             ("nodes", plan.total_nodes().to_string()),
@@ -421,9 +546,10 @@ fn run_trees(s: &Settings, quick: bool, a: &TreesArgs) -> Result<WorkloadResult,
     );
     w.notes.push(format!(
         "garbage is freed by: Box/Rc/dumpster/rust-cc on drop, rust-gc by its own triggers, gc-arena by collect_debt after each tree, \
-         coreobject by Heap::tick with an object-count trigger and slotmap by mark and sweep (both at max(2 x live, {}) objects), \
+         slotmap by mark and sweep at max(2 x live, {t}) objects, coreobject by Heap::tick with generational collection (a minor \
+         cycle every {t} objects created, a major when the old generation reaches max(2 x the last major's survivors, {t})), \
          ideal by resetting an index arena",
-        trees::MIN_TRIGGER
+        t = trees::MIN_TRIGGER
     ));
     w.notes.push(format!(
         "every peer's output was checked against the closed form:\n{}",
@@ -555,14 +681,29 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
         });
     }
     if let Some(w) = find("binary-trees") {
+        let at = param(w, "depth") == TARGET_TREE_DEPTH.to_string();
         out.push(Target {
             name: "binary-trees depth 16 <= 1.5x Box".into(),
             measured: ratio(w, 0, Peer::CoreObject, Peer::Box),
             limit: 1.5,
             unit: "x",
-            at_target_size: param(w, "depth") == TARGET_TREE_DEPTH.to_string(),
+            at_target_size: at,
             note: "coreobject / Box time".into(),
         });
+        // Issue 18: at most Box's time, and faster than Rc and dumpster.
+        for (other, limit) in [(Peer::Box, 1.0), (Peer::Rc, 1.0), (Peer::Dumpster, 1.0)] {
+            out.push(Target {
+                name: format!(
+                    "binary-trees depth 16 <= 1.0x {} (generational)",
+                    other.name()
+                ),
+                measured: ratio(w, 0, Peer::CoreObject, other),
+                limit,
+                unit: "x",
+                at_target_size: at,
+                note: format!("coreobject / {} time", other.name()),
+            });
+        }
     }
     if let Some(w) = find("names") {
         for (m, what) in [(6, "create"), (7, "free")] {
@@ -577,6 +718,7 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
         }
     }
     out.extend(incremental::targets(results, at_world_size));
+    out.extend(young::targets(results));
     out
 }
 
@@ -606,6 +748,7 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
             Ok(all)
         }
         Workload::Incremental(a) => run_incremental(settings, quick, a),
+        Workload::Young(a) => run_young(settings, quick, a),
         Workload::Weak(a) => one(run_weak(settings, quick, a)),
         Workload::BinaryTrees(a) => one(run_trees(settings, quick, a)),
         Workload::Micro(a) => run_micro(settings, quick, a),
@@ -618,6 +761,7 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
             all.extend(one(run_trees(settings, quick, &TreesArgs::default()))?);
             all.extend(run_micro(settings, quick, &MicroArgs::default())?);
             all.extend(run_names(settings, quick, &NamesArgs::default())?);
+            all.extend(run_young(settings, quick, &YoungArgs::default())?);
             all.extend(run_incremental(
                 settings,
                 quick,
@@ -762,7 +906,7 @@ fn main() -> ExitCode {
         };
     }
     let incremental_only = matches!(cli.workload, Workload::Incremental(_));
-    let names_only = matches!(cli.workload, Workload::Names(_));
+    let names_only = matches!(cli.workload, Workload::Names(_) | Workload::Young(_));
     let peers: Vec<Peer> = Peer::ALL
         .into_iter()
         .filter(|p| peers.is_empty() || peers.contains(p))
@@ -770,7 +914,7 @@ fn main() -> ExitCode {
         .filter(|p| !names_only || *p == Peer::CoreObject)
         .collect();
     if peers.is_empty() {
-        eprintln!("no peer to run: the incremental workload runs on coreobject and gc-arena only, names on coreobject only");
+        eprintln!("no peer to run: the incremental workload runs on coreobject and gc-arena only, names and young on coreobject only");
         return ExitCode::from(2);
     }
     let settings = Settings {
@@ -826,8 +970,16 @@ fn main() -> ExitCode {
         }
     };
     let mut printed_incremental = false;
+    let mut printed_young = false;
     for w in &results {
-        if !incremental::is_incremental(w) {
+        if young::is_young(w) {
+            if !printed_young {
+                printed_young = true;
+                let group: Vec<&WorkloadResult> =
+                    results.iter().filter(|w| young::is_young(w)).collect();
+                young::print_table(&group);
+            }
+        } else if !incremental::is_incremental(w) {
             report::print_workload(w);
         } else if !printed_incremental {
             printed_incremental = true;

@@ -10,11 +10,15 @@
 //! Every tree but the long-lived one becomes garbage right after its check:
 //! `Box` and `Rc` free it on drop, dumpster and rust-cc by reference
 //! counting, rust-gc by its own allocation-triggered collections, gc-arena by
-//! `collect_debt` after each tree (its pacing), coreobject by `Heap::tick`
-//! with an object-count trigger, and slotmap by the same hand-rolled mark and
-//! sweep as `world`, paced the same way. The trigger for coreobject and
-//! slotmap is "objects ≥ max(2 × objects live after the last collection,
-//! 2^18)", the usual grow-by-2 policy; `ideal` resets an index arena per tree.
+//! `collect_debt` after each tree (its pacing), slotmap by the same
+//! hand-rolled mark and sweep as `world`, triggered at "objects ≥ max(2 ×
+//! objects live after the last collection, 2^18)", the usual grow-by-2
+//! policy, and coreobject by `Heap::tick` with generational collection: a
+//! minor cycle once 2^18 objects were created since the last cycle
+//! (`GcConfig::young_threshold`), and a major one (`Heap::collect`) only
+//! when a minor leaves the old generation at max(2 × the last major's
+//! survivors, 2^18) objects or more, the same grow-by-2 rule applied to the
+//! old generation. `ideal` resets an index arena per tree.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -230,18 +234,25 @@ fn co_check(heap: &coreobject::Heap, n: coreobject::Obj<CoTree>) -> u64 {
 }
 
 fn coreobject(plan: &Plan) -> Vec<u64> {
-    use coreobject::{GcConfig, Heap, HeapConfig};
+    use coreobject::{CycleKind, GcConfig, Heap, HeapConfig};
     let config = HeapConfig {
         gc: GcConfig {
-            object_threshold: Some(MIN_TRIGGER),
+            young_threshold: Some(MIN_TRIGGER),
             ..GcConfig::MANUAL
         },
         ..HeapConfig::LARGE
     };
     let heap = std::cell::RefCell::new(Heap::with_config(config).expect("heap config"));
-    let tick = |heap: &mut Heap| {
+    // Survivors of the last major cycle (none yet): a major runs when the
+    // old generation has doubled since (and holds at least MIN_TRIGGER).
+    let mut major_live = 0;
+    let mut tick = |heap: &mut Heap| {
         if let Some(stats) = heap.tick(Duration::ZERO).completed {
-            heap.gc_config_mut().object_threshold = Some((2 * stats.live).max(MIN_TRIGGER));
+            if stats.kind == CycleKind::Major {
+                major_live = stats.live;
+            } else if stats.live >= (2 * major_live).max(MIN_TRIGGER) {
+                major_live = heap.collect().expect("collect").live;
+            }
         }
     };
     drive(

@@ -175,6 +175,13 @@ impl Plan {
         &self.targets[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 
+    /// How many of object `i`'s references are tree children (they come
+    /// first; the random ones follow).
+    #[inline]
+    pub fn children(&self, i: usize) -> usize {
+        self.children[i] as usize
+    }
+
     /// Live objects (after the detach).
     pub fn live(&self) -> usize {
         self.n - self.garbage_count
@@ -324,6 +331,13 @@ pub struct CoNode {
     tally: Tally,
 }
 
+impl CoNode {
+    /// A node holding `refs`.
+    pub fn new(refs: Vec<coreobject::Obj<CoNode>>) -> CoNode {
+        CoNode { refs, tally: Tally }
+    }
+}
+
 /// Builds `plan`'s world in a new heap with collector settings `gc`, pushing
 /// every object's handle onto `handles` (the caller allocates it, so that it
 /// stays out of the caller's memory snapshot), and roots the world object.
@@ -332,9 +346,19 @@ pub fn co_build(
     gc: coreobject::GcConfig,
     handles: &mut Vec<coreobject::Obj<CoNode>>,
 ) -> coreobject::Heap {
+    co_build_with_room(plan, gc, 0, handles)
+}
+
+/// [`co_build`] in a heap with room for `room` more objects than the world.
+pub fn co_build_with_room(
+    plan: &Plan,
+    gc: coreobject::GcConfig,
+    room: usize,
+    handles: &mut Vec<coreobject::Obj<CoNode>>,
+) -> coreobject::Heap {
     use coreobject::{Heap, HeapConfig, Obj};
     let config = HeapConfig {
-        max_objects: (plan.n as u32).max(HeapConfig::DEFAULT.max_objects),
+        max_objects: ((plan.n + room).min(1 << 31) as u32).max(HeapConfig::DEFAULT.max_objects),
         gc,
         ..HeapConfig::DEFAULT
     };
