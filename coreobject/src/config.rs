@@ -224,9 +224,10 @@ pub struct GcConfig {
     /// starts a **minor** cycle when the objects the collector considers
     /// have grown by this many since the last cycle (the first time, before
     /// any major cycle has run, a major one: nothing is old yet). The other
-    /// triggers start major cycles, [`growth`](Self::growth) counting from
-    /// the last major cycle's survivors and [`interval`](Self::interval)
-    /// from the last major cycle.
+    /// triggers start major cycles: [`growth`](Self::growth) then compares
+    /// the old generation (the last cycle's survivors) with the last major
+    /// cycle's survivors, and [`interval`](Self::interval) counts from the
+    /// last major cycle.
     pub young_threshold: Option<usize>,
     /// Whether [`Heap::tick`](crate::Heap::tick) may start a major cycle on
     /// its own (interval, object count, bytes, growth). `false` leaves only

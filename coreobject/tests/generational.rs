@@ -310,3 +310,42 @@ fn the_first_cycle_is_major_and_minors_do_not_reset_the_interval() {
         "minors every tick must not put off the interval: {kinds:?}"
     );
 }
+
+/// With minor cycles on the young threshold, growth watches the old
+/// generation: young garbage, however much, starts minors; a major comes
+/// when what survives has doubled since the last major cycle.
+#[test]
+fn growth_watches_the_old_generation_when_minors_run() {
+    let mut heap = heap_with(GcConfig {
+        // Above what doubling the old generation would allow: counted over
+        // every object, growth would start majors before it is reached.
+        young_threshold: Some(6_000),
+        growth: Some(2.0),
+        growth_floor: 0,
+        ..GcConfig::MANUAL
+    });
+    let world = old_world(&mut heap, 5_000);
+    let mut kinds = Vec::new();
+    for frame in 0..60 {
+        for i in 0..1_000 {
+            let n = heap.create(Node::default());
+            // From frame 30 on, a tenth of what is created survives.
+            if frame >= 30 && i % 10 == 0 {
+                heap[world].kids.push(n);
+            }
+        }
+        if let Some(s) = heap.tick(Duration::from_millis(16)).completed {
+            kinds.push((frame, s.kind, s.trigger));
+        }
+    }
+    let minors_early = kinds
+        .iter()
+        .filter(|k| k.0 < 30 && k.1 == CycleKind::Minor)
+        .count();
+    assert!(minors_early >= 3, "{kinds:?}");
+    assert!(
+        kinds.iter().all(|k| k.0 >= 30 || k.1 == CycleKind::Minor),
+        "young garbage alone starts no major: {kinds:?}"
+    );
+    let _ = world;
+}

@@ -810,8 +810,13 @@ impl Collector {
             for &i in scanned {
                 self.bits[(i >> 6) as usize] |= 1 << (i & 63);
             }
-            self.young.clear();
-            self.young.extend_from_slice(young);
+            // The young list's buffer is the cycle's sweep list's, kept:
+            // freeing it here would make the allocator consolidate the
+            // chunks the purge just freed, inside the pause.
+            let mut list = std::mem::take(&mut cycle.list);
+            list.clear();
+            list.extend_from_slice(young);
+            self.young = list;
         } else {
             array.stop_recording();
             self.young.clear();

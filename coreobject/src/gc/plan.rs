@@ -22,11 +22,15 @@ impl Collector {
         let c = &self.config;
         let considered = || array.len().saturating_sub(array.pool_end() as usize);
         let major = |t| Some((t, CycleKind::Major));
-        // Growth counts from the last major cycle when minors run between.
-        let base = if c.generational {
-            self.major_survivors
+        // With minor cycles on the young threshold, growth is the old
+        // generation's: what survived the last cycle against what survived
+        // the last major one (young objects are the minors' business).
+        // Otherwise every object counts, against the last cycle's survivors.
+        let minors = c.generational && c.young_threshold.is_some();
+        let (base, now) = if minors {
+            (self.major_survivors, self.survivors)
         } else {
-            self.survivors
+            (self.survivors, considered())
         };
         if !self.enabled {
             None
@@ -45,7 +49,7 @@ impl Collector {
             major(Trigger::Bytes)
         } else if c.growth.is_some_and(|g| {
             let goal = (base as f64 * g) as usize;
-            considered() >= goal.max(c.growth_floor)
+            now >= goal.max(c.growth_floor)
         }) {
             major(Trigger::Growth)
         } else {
