@@ -197,6 +197,39 @@
 //! How marking stays correct while the program runs, and how slices are
 //! paced, is told in [`gc`].
 //!
+//! ## Minor cycles and GC clusters
+//!
+//! Two ways to make a collection cost less than the whole heap.
+//! **Generational collection** (on by default): [`Heap::collect_minor`]
+//! marks only from what changed since the last cycle and frees only young
+//! objects (see [`gc`]'s chapter); [`GcConfig::young_threshold`] lets
+//! [`Heap::tick`] run minor cycles on its own. **GC clusters** (Unreal's
+//! `FUObjectCluster`, made at run time): [`Heap::create_cluster`] groups an
+//! object and what it reaches, and the collector keeps or frees the group as
+//! one unit; [`Heap::cluster_report`] lists them, [`Heap::verify_clusters`]
+//! checks their bookkeeping, and [`Heap::neighbourhood_dot`] draws the
+//! references around an object for Graphviz.
+//!
+//! ```
+//! use coreobject::{Heap, Obj, Object};
+//! #[derive(Object, Default)]
+//! struct Level { props: Vec<Obj<Prop>> }
+//! #[derive(Object, Default)]
+//! struct Prop;
+//! let mut heap = Heap::new();
+//! let level = heap.spawn(Level::default()).root().create().unwrap();
+//! for _ in 0..10 {
+//!     let p = heap.create(Prop);
+//!     heap[level].props.push(p);
+//! }
+//! let cluster = heap.create_cluster(level).unwrap();
+//! assert_eq!(heap.cluster_members(cluster).len(), 11);
+//! heap.collect().unwrap();
+//! assert!(heap.verify_clusters().is_empty());
+//! heap.remove_from_root(level).unwrap();
+//! assert_eq!(heap.collect().unwrap().freed, 11); // freed as one unit
+//! ```
+//!
 //! ## Listening to creation and deletion
 //!
 //! Create and delete listeners (Unreal's `FUObjectCreateListener` and
@@ -357,7 +390,8 @@
 //!   `roots.rs` (roots, strong handles, garbage marks), `names.rs`,
 //!   `iter.rs` (iteration and counts), `pool.rs` (the disregard-for-GC
 //!   pool), `hooks.rs` (listeners and referencers), `collect.rs` (cycles and
-//!   the collector's settings), `debug.rs` (reports). Each method is a few
+//!   the collector's settings), `clusters.rs` (GC clusters, their report and
+//!   check, Graphviz pictures), `debug.rs` (reports). Each method is a few
 //!   lines that delegate to the rooms below. It holds no `unsafe` block, and
 //!   `gc/` never imports it.
 //! * **`array/`**: the object array (Unreal's `FUObjectArray`). `table.rs`
@@ -394,6 +428,8 @@
 //!   its parallel form on a persistent worker pool; `sweep.rs` the purge in
 //!   Unreal's order; `stats.rs` what a cycle and a tick report; `debug.rs`
 //!   reference chains and memory reports.
+//! * **`cluster.rs`**: GC clusters' bookkeeping (members by root) and
+//!   their report types; the markers grey a cluster's members together.
 //! * **`inners.rs`**: the outer → inners index, kept at creation and free,
 //!   for [`Heap::for_each_with_outer`] and, with
 //!   [`GcConfig::outer_keeps_inners`], for the marker (see [`gc`]).
@@ -449,6 +485,9 @@
 //! | `ForEachObjectWithOuter` | [`Heap::for_each_with_outer`] |
 //! | `UObject::Outer` (an inner keeps its outer) | [`Spawn::outer`]; the reverse (an outer keeps its inners): [`GcConfig::outer_keeps_inners`] |
 //! | (no Unreal equivalent) generational minor cycles | [`Heap::collect_minor`], [`CycleKind`], [`GcConfig::young_threshold`] |
+//! | `FUObjectCluster`, `CreateCluster`, `ClusterRootIndex` | [`Heap::create_cluster`], [`ClusterId`], [`Heap::cluster_of`] |
+//! | `CanBeInCluster` | `#[object(cluster = false)]`, [`Class::can_be_in_cluster`] |
+//! | `gc.ListClusters` | [`Heap::cluster_report`] |
 //! | `FName` | [`Name`] (interned base + number: [`Heap::intern`], [`Name::with_number`], [`Heap::name`]) |
 //! | `FindObject`, `StaticFindObject` | [`Heap::find`], [`Heap::find_path`] |
 //! | `GetPathName` | [`Heap::path_name`] |
