@@ -73,8 +73,11 @@ struct Cli {
     #[arg(long, value_enum, default_value_t = GcMode::Generational)]
     gc: GcMode,
     /// The collector's time budget per frame, in milliseconds (fractions
-    /// allowed). Generational and incremental modes hold each tick to it;
-    /// full mode only counts the frames over it.
+    /// allowed). Generational and incremental modes aim each tick at it, and
+    /// let a slice run up to 4 times longer when the cycle falls behind the
+    /// program (`GcConfig::incremental_stretch`, 4 by default) rather than
+    /// force a whole cycle into one frame; full mode only counts the frames
+    /// over it.
     #[arg(long, default_value_t = 2.0, value_parser = parse_budget_ms)]
     budget_ms: f64,
     /// Generational mode: start a minor cycle when this many objects were
@@ -137,7 +140,11 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         cli.seed,
         cli.gc.name(),
         if cli.gc.sliced() {
-            format!(", {} ms budget per frame", cli.budget_ms)
+            format!(
+                ", {} ms budget per frame (a slice may stretch to {} ms when the cycle falls behind)",
+                cli.budget_ms,
+                cli.budget_ms * coreobject::GcConfig::DEFAULT.incremental_stretch
+            )
         } else {
             String::new()
         }
