@@ -392,7 +392,7 @@ fn marking_ends_under_a_write_between_every_one_unit_step() {
     let root = heap.create(Node::default());
     heap.add_to_root(root).unwrap();
     let mut all = vec![root];
-    for i in 0..3_000u64 {
+    for i in 0..if cfg!(miri) { 300u64 } else { 3_000 } {
         let parent = all[(i as usize * 7) % all.len()];
         let n = heap.create(Node {
             value: i,
@@ -422,7 +422,7 @@ fn marking_ends_when_a_rescan_queues_garbage_every_step() {
     let g = heap.create(Node::default());
     heap[root].kids.push(g);
     heap.mark_as_garbage(g).unwrap();
-    for _ in 0..500 {
+    for _ in 0..if cfg!(miri) { 100 } else { 500 } {
         let n = heap.create(Node::default());
         heap[root].kids.push(n);
     }
