@@ -201,6 +201,10 @@ struct WorldArgs {
     /// as `world`, the others as `world-<n>t` [default: 1].
     #[arg(long, value_delimiter = ',')]
     threads: Vec<usize>,
+    /// coreobject drops freed values on the marking threads too
+    /// (`GcConfig::parallel_drop`; with `--threads` above 1).
+    #[arg(long)]
+    parallel_drop: bool,
 }
 
 #[derive(Args, Debug, Default)]
@@ -297,6 +301,7 @@ fn world_params(quick: bool, a: &WorldArgs) -> world::Params {
         garbage_frac: a.garbage_frac.unwrap_or(0.10),
         seed: a.seed.unwrap_or(1),
         threads: a.threads.first().copied().unwrap_or(1),
+        parallel_drop: a.parallel_drop,
     }
 }
 
@@ -459,6 +464,7 @@ fn run_young(s: &Settings, quick: bool, a: &YoungArgs) -> Result<Vec<WorkloadRes
             garbage_frac: 0.0,
             seed: p.seed,
             threads: 1,
+            parallel_drop: false,
         })?;
         let mut w = harness::run_workload(
             &s,

@@ -1,20 +1,21 @@
-//! [`Tally`]: a zero-sized field whose `Drop` counts, per thread, how many
-//! objects a peer has really dropped.
+//! [`Tally`]: a zero-sized field whose `Drop` counts how many objects a
+//! peer has really dropped, on whichever thread drops them (coreobject may
+//! drop values on its marking workers: `GcConfig::parallel_drop`). Each
+//! peer runs in a process of its own and its repetitions one after
+//! another, so the difference of two readings is that peer's drops.
 //!
 //! Every `world` object of every peer carries one, so verifying "exactly the
 //! detached objects were freed" does not depend on a library's own statistics
 //! (only coreobject reports any). It implements each library's tracing trait
 //! as "nothing inside".
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-thread_local! {
-    static DROPPED: Cell<u64> = const { Cell::new(0) };
-}
+static DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// Objects whose `Tally` this thread has dropped so far.
+/// Objects whose `Tally` this process has dropped so far.
 pub fn dropped() -> u64 {
-    DROPPED.with(Cell::get)
+    DROPPED.load(Ordering::Relaxed)
 }
 
 /// The drop counter. Zero-sized: it adds no bytes to the objects.
@@ -24,7 +25,7 @@ pub struct Tally;
 impl Drop for Tally {
     #[inline]
     fn drop(&mut self) {
-        let _ = DROPPED.try_with(|c| c.set(c.get() + 1));
+        DROPPED.fetch_add(1, Ordering::Relaxed);
     }
 }
 

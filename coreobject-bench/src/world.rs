@@ -70,6 +70,9 @@ pub struct Params {
     pub seed: u64,
     /// coreobject's marking threads (`GcConfig::threads`).
     pub threads: usize,
+    /// coreobject drops freed values on the marking threads too
+    /// (`GcConfig::parallel_drop`).
+    pub parallel_drop: bool,
 }
 
 /// Whether the object `k` places after the last level is an actor (the
@@ -92,6 +95,8 @@ pub struct Plan {
     pub garbage_count: usize,
     /// coreobject's marking threads (`GcConfig::threads`).
     pub threads: usize,
+    /// `GcConfig::parallel_drop`.
+    pub parallel_drop: bool,
 }
 
 impl Plan {
@@ -166,6 +171,7 @@ impl Plan {
             garbage,
             garbage_count: detach * (1 + COMPONENTS),
             threads: p.threads,
+            parallel_drop: p.parallel_drop,
         })
     }
 
@@ -438,6 +444,7 @@ fn coreobject(plan: &Plan) -> Outcome {
     let t0 = Instant::now();
     let gc = coreobject::GcConfig {
         threads: plan.threads,
+        parallel_drop: plan.parallel_drop,
         ..coreobject::GcConfig::MANUAL
     };
     let mut heap = co_build(plan, gc, &mut handles);

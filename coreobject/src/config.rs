@@ -192,10 +192,12 @@ pub struct GcConfig {
     /// objects and have no delete listener (those run in order, on the
     /// collecting thread, as do destruction hooks and the names index).
     /// `false` by default: with glibc's allocator, `Drop`s that free
-    /// buffers allocated on another thread contend for that thread's arena,
-    /// and on a 2-core VM a purge of a million-object world took 2x longer
-    /// on two threads than on one. Worth trying with a thread-caching
-    /// allocator, or when `Drop` does real work.
+    /// buffers allocated on another thread contend for that thread's arena.
+    /// Measured again once freeing a named object stopped freeing strings:
+    /// on a 2-core VM the purge of a million-object world (100,000 objects
+    /// freed, each with a small `Vec`) still took 1.7x longer on two threads
+    /// than on one. Worth trying with a thread-caching allocator, or when
+    /// `Drop` does real work.
     ///
     /// ```
     /// use coreobject::{GcConfig, Heap, HeapConfig, Object};
