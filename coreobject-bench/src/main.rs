@@ -61,6 +61,7 @@
 //! status non-zero. The last line of output is `JSON {…}` with every figure.
 
 mod alloc;
+mod clusters;
 mod harness;
 mod incremental;
 mod micro;
@@ -161,6 +162,23 @@ enum Workload {
     /// coreobject alone: object page memory after a peak, as a fifth of the
     /// objects survive and churn. Not part of `all`.
     Pages(PagesArgs),
+    /// coreobject alone: a full collection of a world whose levels (nine
+    /// tenths of the objects) are GC clusters, against the same world
+    /// without clusters. Not part of `all`
+    Clusters(ClustersArgs),
+}
+
+#[derive(Args, Debug, Default)]
+struct ClustersArgs {
+    /// Objects [default: 1000000].
+    #[arg(long)]
+    objects: Option<usize>,
+    /// Levels, each a cluster [default: 1000].
+    #[arg(long)]
+    levels: Option<usize>,
+    /// Full collections per world [default: 5].
+    #[arg(long)]
+    reps: Option<usize>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -761,6 +779,7 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
         Workload::Names(a) => run_names(settings, quick, a),
         Workload::Scale(_) => Err("scale runs outside the peer harness".into()),
         Workload::Pages(_) => Err("pages runs outside the peer harness".into()),
+        Workload::Clusters(_) => Err("clusters runs outside the peer harness".into()),
         Workload::All => {
             let mut all = one(run_world(settings, quick, &WorldArgs::default()))?;
             all.extend(one(run_weak(settings, quick, &WeakArgs::default()))?);
@@ -880,6 +899,20 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         }
+    }
+    if let Workload::Clusters(a) = &cli.workload {
+        let run = clusters::run(
+            a.objects.unwrap_or(1_000_000),
+            a.levels.unwrap_or(1_000),
+            a.reps.unwrap_or(5),
+        );
+        return match run {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     if let Workload::Pages(a) = &cli.workload {
         return match pages::run(a.objects.unwrap_or(1_000_000), a.rounds.unwrap_or(600)) {

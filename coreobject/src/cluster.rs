@@ -79,15 +79,43 @@ pub enum ClusterError {
 #[derive(Debug)]
 pub(crate) struct Cluster {
     pub(crate) members: Vec<AnyObj>,
+    /// The references from members to objects outside the cluster, while no
+    /// member has changed since they were gathered: a reached cluster then
+    /// costs the collector these, not a trace of every member. `None`: trace
+    /// the members (a member changed, or one is interior-mutable).
+    pub(crate) external: Option<Vec<AnyObj>>,
 }
 
 /// Every cluster, by the root's slot index.
 #[derive(Debug, Default)]
 pub(crate) struct Clusters {
     pub(crate) by_root: HashMap<u32, Cluster, FxBuildHasher>,
+    /// Roots of clusters whose external references are to be gathered again.
+    pub(crate) stale: Vec<u32>,
 }
 
 impl Clusters {
+    /// A member of the cluster whose item field says `root_plus_one` changed:
+    /// its external references must be gathered again.
+    #[cold]
+    pub(crate) fn changed(&mut self, root_plus_one: u32) {
+        let root = root_plus_one.wrapping_sub(1);
+        if let Some(c) = self.by_root.get_mut(&root) {
+            if c.external.take().is_some() {
+                self.stale.push(root);
+            }
+        }
+    }
+
+    /// The cluster's external references, if they are current.
+    #[inline]
+    pub(crate) fn external_of(&self, root_plus_one: u32) -> Option<&[AnyObj]> {
+        self.by_root
+            .get(&root_plus_one.wrapping_sub(1))?
+            .external
+            .as_deref()
+    }
+
     /// The members of the cluster whose item field says `root_plus_one`.
     #[inline]
     pub(crate) fn members_of(&self, root_plus_one: u32) -> &[AnyObj] {

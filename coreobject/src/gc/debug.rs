@@ -309,13 +309,19 @@ impl Reports<'_> {
     /// What the collector would visit scanning the object: its fields, its
     /// outer, then (when outers keep inners) its inners.
     pub(crate) fn edges_of(&self, index: u32) -> Vec<AnyObj> {
-        self.edges(index).0
+        self.edges(index, true).0
+    }
+
+    /// The object's own references: fields, outer, inners (not its cluster
+    /// mates).
+    pub(crate) fn own_edges_of(&self, index: u32) -> Vec<AnyObj> {
+        self.edges(index, false).0
     }
 
     /// What the collector would visit scanning the object, and how many of
     /// those are its fields, its outer and its inners (the rest are the
     /// other members of its GC cluster).
-    fn edges(&self, index: u32) -> (Vec<AnyObj>, usize) {
+    fn edges(&self, index: u32, mates: bool) -> (Vec<AnyObj>, usize) {
         let mut e = Edges(Vec::new());
         let mut own = 0;
         if let Some(o) = self.array.slot(self.names, index) {
@@ -330,7 +336,7 @@ impl Reports<'_> {
             }
             own = e.0.len();
             let root = self.array.at(index).cluster_root();
-            if root != 0 {
+            if mates && root != 0 {
                 let me = o.id();
                 let clusters = self.clusters.lock();
                 e.0.extend(clusters.members_of(root).iter().filter(|&&m| m != me));
@@ -360,7 +366,7 @@ impl Reports<'_> {
             has_outer = o.outer().is_some();
         }
         let fields = paths.out.len();
-        let own = self.edges(index).1;
+        let own = self.edges(index, false).1;
         match paths.out.get(k) {
             Some(path) => path.clone(),
             None if k == fields && has_outer => "(outer)".to_string(),

@@ -311,9 +311,33 @@ impl<'a> Marker<'a> {
         if let Some(c) = self.clusters {
             let root = item.cluster_root();
             if root != 0 {
-                // The whole cluster is kept: its members join the queue.
-                for &m in c.members_of(root) {
-                    self.visit(m);
+                // The whole cluster is kept.
+                match c.external_of(root).filter(|_| self.inners.is_none()) {
+                    // No member changed since its references out were
+                    // gathered: every member is black without a scan, and
+                    // those references are what the cluster costs.
+                    Some(external) => {
+                        for &m in c.members_of(root) {
+                            let j = m.index();
+                            if j < self.high_water
+                                && !self.is_marked(j)
+                                && admit(self.chunks.at(j), m.serial()).is_some()
+                            {
+                                self.set_mark(j);
+                                self.marked += 1;
+                            }
+                        }
+                        for &e in external {
+                            self.visit(e);
+                        }
+                        return Pop::Skip;
+                    }
+                    // Otherwise its members join the queue, to be traced.
+                    None => {
+                        for &m in c.members_of(root) {
+                            self.visit(m);
+                        }
+                    }
                 }
             }
         }

@@ -707,9 +707,36 @@ impl ParMarker<'_> {
         if let Some(c) = sh.clusters {
             let root = item.cluster_root();
             if root != 0 {
-                // The whole cluster is kept: its members join the queue.
-                for &m in c.members_of(root) {
-                    self.visit(m);
+                // The whole cluster is kept (see `Marker::pop_grey`).
+                match c.external_of(root).filter(|_| sh.inners.is_none()) {
+                    Some(external) => {
+                        for &m in c.members_of(root) {
+                            let j = m.index();
+                            if j >= sh.high_water
+                                || sh.is_marked(j)
+                                || admit(sh.chunks.at(j), m.serial()).is_none()
+                            {
+                                continue;
+                            }
+                            // Claimed like any object, so that `settle`
+                            // restores the bit if a racing store loses it.
+                            let (w, bit) = (&sh.bits[(j >> 6) as usize], 1u64 << (j & 63));
+                            let old = w.load(Ordering::Relaxed);
+                            if old & bit == 0 {
+                                w.store(old | bit, Ordering::Relaxed);
+                                self.claimed.push(j);
+                            }
+                        }
+                        for &e in external {
+                            self.visit(e);
+                        }
+                        return None;
+                    }
+                    None => {
+                        for &m in c.members_of(root) {
+                            self.visit(m);
+                        }
+                    }
                 }
             }
         }

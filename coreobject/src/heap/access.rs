@@ -99,6 +99,12 @@ impl Heap {
         let h = h.any_obj();
         let (v, item) = self.array.resolve_mut::<H::Target>(h)?;
         self.gc.barrier(item, h.index());
+        let cluster = item.cluster_root();
+        if cluster != 0 {
+            // A member changes: its cluster's references out are gathered
+            // again before the next cycle.
+            self.clusters.get_mut().changed(cluster);
+        }
         Ok(v)
     }
 

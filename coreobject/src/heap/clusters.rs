@@ -88,7 +88,7 @@ impl Heap {
         {
             let reports = self.reports();
             while let Some(h) = queue.pop_front() {
-                for e in reports.edges_of(h.index()) {
+                for e in reports.own_edges_of(h.index()) {
                     if seen.insert(e) && self.clusterable(e, false).is_ok() {
                         members.push(e);
                         queue.push_back(e);
@@ -100,11 +100,65 @@ impl Heap {
         for m in &members {
             self.array.at(m.index()).set_cluster_root(tag);
         }
-        self.clusters
-            .get_mut()
-            .by_root
-            .insert(root.index(), Cluster { members });
+        self.clusters.get_mut().by_root.insert(
+            root.index(),
+            Cluster {
+                members,
+                external: None,
+            },
+        );
+        self.gather_external(root.index());
         Ok(ClusterId(root))
+    }
+
+    /// Gathers the references from the cluster's members to objects outside
+    /// it, so that a reached cluster costs the collector those rather than a
+    /// trace of every member. Not for clusters with an interior-mutable
+    /// member (which can change without `get_mut`), nor while outers keep
+    /// their inners (an inner created later is not a change of its outer).
+    fn gather_external(&mut self, root: u32) {
+        let tag = root + 1;
+        let members: Vec<AnyObj> = self.clusters.get_mut().members_of(tag).to_vec();
+        let mut external = Vec::new();
+        let cacheable = !self.gc.config().outer_keeps_inners
+            && members.iter().all(|&m| {
+                self.array
+                    .header(m, 0)
+                    .map_or(true, |h| !h.class().interior_mut())
+            });
+        if cacheable {
+            let reports = self.reports();
+            for &m in &members {
+                if self.array.lookup(m, 0).is_err() {
+                    continue;
+                }
+                for e in reports.own_edges_of(m.index()) {
+                    let inside = self.array.lookup(e, 0).is_ok()
+                        && self.array.at(e.index()).cluster_root() == tag;
+                    if !inside {
+                        external.push(e);
+                    }
+                }
+            }
+            external.sort_unstable();
+            external.dedup();
+        }
+        if let Some(c) = self.clusters.get_mut().by_root.get_mut(&root) {
+            c.external = cacheable.then_some(external);
+        }
+    }
+
+    /// Gathers again the external references of clusters whose members
+    /// changed, between cycles.
+    pub(super) fn refresh_clusters(&mut self) {
+        if self.clusters.get_mut().stale.is_empty() || self.gc.phase() != Phase::Idle {
+            return;
+        }
+        for root in std::mem::take(&mut self.clusters.get_mut().stale) {
+            if self.clusters.get_mut().by_root.contains_key(&root) {
+                self.gather_external(root);
+            }
+        }
     }
 
     /// Adds one object to a cluster (it must be allowed to join one, as for
@@ -123,6 +177,7 @@ impl Heap {
             .set_cluster_root(cluster.0.index() + 1);
         let c = self.clusters.get_mut().by_root.get_mut(&cluster.0.index());
         c.expect("checked alive").members.push(obj);
+        self.gather_external(cluster.0.index());
         Ok(())
     }
 
@@ -219,7 +274,7 @@ impl Heap {
             let mut external = 0;
             let mut referenced = BTreeSet::new();
             for m in &members {
-                for e in reports.edges_of(m.index()) {
+                for e in reports.own_edges_of(m.index()) {
                     if self.array.lookup(e, flags::DEAD).is_err() {
                         continue;
                     }
@@ -353,7 +408,7 @@ impl Heap {
         for _ in 0..depth {
             let mut next = Vec::new();
             for &h in &frontier {
-                for e in reports.edges_of(h.index()) {
+                for e in reports.own_edges_of(h.index()) {
                     if self.array.lookup(e, 0).is_err() {
                         continue;
                     }

@@ -17,6 +17,7 @@ impl Heap {
         if self.gc.config().outer_keeps_inners {
             self.ensure_inners();
         }
+        self.refresh_clusters();
         (
             &mut self.gc,
             Stage {
