@@ -155,6 +155,36 @@ pub(super) fn admit(item: &Item, serial: u32) -> Option<(NonNull<Header>, u32)> 
     Some((item.object()?, f))
 }
 
+/// What greying a clustered object asks of a marker, the same for every
+/// marker: the whole cluster is kept.
+pub(super) enum ClusterStep<'c> {
+    /// No member changed since the cluster's references out were gathered
+    /// (and outers do not keep inners): mark every member that [`admit`]s
+    /// without a scan, visit `external`, and scan not even the object popped.
+    Whole {
+        members: &'c [AnyObj],
+        external: &'c [AnyObj],
+    },
+    /// Otherwise: visit the members, to be traced like any object.
+    Trace(&'c [AnyObj]),
+}
+
+/// The [`ClusterStep`] for an object whose item's cluster field is
+/// `root` (0: in no cluster, `None`).
+#[inline(always)]
+pub(super) fn cluster_step<'c>(
+    clusters: Option<&'c Clusters>,
+    root: u32,
+    inners: bool,
+) -> Option<ClusterStep<'c>> {
+    let c = clusters.filter(|_| root != 0)?;
+    let members = c.members_of(root);
+    Some(match c.external_of(root).filter(|_| !inners) {
+        Some(external) => ClusterStep::Whole { members, external },
+        None => ClusterStep::Trace(members),
+    })
+}
+
 /// What popping the queue gave.
 enum Pop<S> {
     /// The queue is empty.
@@ -308,38 +338,29 @@ impl<'a> Marker<'a> {
         self.set_mark(i);
         self.marked += 1;
         prefetch_line(p.as_ptr());
-        if let Some(c) = self.clusters {
-            let root = item.cluster_root();
-            if root != 0 {
-                // The whole cluster is kept.
-                match c.external_of(root).filter(|_| self.inners.is_none()) {
-                    // No member changed since its references out were
-                    // gathered: every member is black without a scan, and
-                    // those references are what the cluster costs.
-                    Some(external) => {
-                        for &m in c.members_of(root) {
-                            let j = m.index();
-                            if j < self.high_water
-                                && !self.is_marked(j)
-                                && admit(self.chunks.at(j), m.serial()).is_some()
-                            {
-                                self.set_mark(j);
-                                self.marked += 1;
-                            }
-                        }
-                        for &e in external {
-                            self.visit(e);
-                        }
-                        return Pop::Skip;
-                    }
-                    // Otherwise its members join the queue, to be traced.
-                    None => {
-                        for &m in c.members_of(root) {
-                            self.visit(m);
-                        }
+        match cluster_step(self.clusters, item.cluster_root(), self.inners.is_some()) {
+            Some(ClusterStep::Whole { members, external }) => {
+                for &m in members {
+                    let j = m.index();
+                    if j < self.high_water
+                        && !self.is_marked(j)
+                        && admit(self.chunks.at(j), m.serial()).is_some()
+                    {
+                        self.set_mark(j);
+                        self.marked += 1;
                     }
                 }
+                for &e in external {
+                    self.visit(e);
+                }
+                return Pop::Skip;
             }
+            Some(ClusterStep::Trace(members)) => {
+                for &m in members {
+                    self.visit(m);
+                }
+            }
+            None => {}
         }
         Pop::Grey(C::pack(p, bits, f))
     }

@@ -119,7 +119,7 @@ use crossbeam_utils::Backoff;
 use parking_lot::Mutex;
 
 use super::budget::Budget;
-use super::mark::{admit, Bare, Carry, Keyed, Ring, RING};
+use super::mark::{admit, cluster_step, Bare, Carry, ClusterStep, Keyed, Ring, RING};
 use crate::array::Chunks;
 use crate::cluster::Clusters;
 use crate::handle::AnyObj;
@@ -704,41 +704,36 @@ impl ParMarker<'_> {
         }
         w.store(old | bit, Ordering::Relaxed);
         self.claimed.push(i);
-        if let Some(c) = sh.clusters {
-            let root = item.cluster_root();
-            if root != 0 {
-                // The whole cluster is kept (see `Marker::pop_grey`).
-                match c.external_of(root).filter(|_| sh.inners.is_none()) {
-                    Some(external) => {
-                        for &m in c.members_of(root) {
-                            let j = m.index();
-                            if j >= sh.high_water
-                                || sh.is_marked(j)
-                                || admit(sh.chunks.at(j), m.serial()).is_none()
-                            {
-                                continue;
-                            }
-                            // Claimed like any object, so that `settle`
-                            // restores the bit if a racing store loses it.
-                            let (w, bit) = (&sh.bits[(j >> 6) as usize], 1u64 << (j & 63));
-                            let old = w.load(Ordering::Relaxed);
-                            if old & bit == 0 {
-                                w.store(old | bit, Ordering::Relaxed);
-                                self.claimed.push(j);
-                            }
-                        }
-                        for &e in external {
-                            self.visit(e);
-                        }
-                        return None;
+        match cluster_step(sh.clusters, item.cluster_root(), sh.inners.is_some()) {
+            Some(ClusterStep::Whole { members, external }) => {
+                for &m in members {
+                    let j = m.index();
+                    if j >= sh.high_water
+                        || sh.is_marked(j)
+                        || admit(sh.chunks.at(j), m.serial()).is_none()
+                    {
+                        continue;
                     }
-                    None => {
-                        for &m in c.members_of(root) {
-                            self.visit(m);
-                        }
+                    // Claimed like any object, so that `settle` restores the
+                    // bit if a racing store loses it.
+                    let (w, bit) = (&sh.bits[(j >> 6) as usize], 1u64 << (j & 63));
+                    let old = w.load(Ordering::Relaxed);
+                    if old & bit == 0 {
+                        w.store(old | bit, Ordering::Relaxed);
+                        self.claimed.push(j);
                     }
                 }
+                for &e in external {
+                    self.visit(e);
+                }
+                return None;
             }
+            Some(ClusterStep::Trace(members)) => {
+                for &m in members {
+                    self.visit(m);
+                }
+            }
+            None => {}
         }
         prefetch_line(p.as_ptr());
         Some(C::pack(p, bits, f))

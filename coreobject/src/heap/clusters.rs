@@ -463,7 +463,7 @@ impl Heap {
                 by_cluster.entry(r - 1).or_default().push(n);
             }
         }
-        for (&a, &b) in edges.iter().map(|(a, b)| (a, b)) {
+        for &(a, b) in edges {
             let _ = writeln!(s, "  n{} -> n{};", a.index(), b.index());
         }
         for (root, members) in by_cluster {
