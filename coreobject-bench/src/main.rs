@@ -179,6 +179,10 @@ struct ClustersArgs {
     /// Full collections per world [default: 5].
     #[arg(long)]
     reps: Option<usize>,
+    /// A second pair of worlds in which each level's props use a kit of
+    /// this many assets; 0 for none [default: 64].
+    #[arg(long)]
+    kit: Option<usize>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -905,6 +909,7 @@ fn main() -> ExitCode {
             a.objects.unwrap_or(1_000_000),
             a.levels.unwrap_or(1_000),
             a.reps.unwrap_or(5),
+            a.kit.unwrap_or(64),
         );
         return match run {
             Ok(()) => ExitCode::SUCCESS,

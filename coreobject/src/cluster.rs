@@ -1,8 +1,12 @@
 //! GC clusters (Unreal's `FUObjectCluster`): sets of objects kept or freed
-//! as one unit. Reaching any member keeps every member: when marking greys
-//! one, it greys the others, so no write into a member can break the rule
-//! (each member is then traced as usual, so whatever it references now is
-//! found). The item's cluster field holds the root's slot index plus one.
+//! as one unit. Reaching any member keeps every member. While no member has
+//! changed since the cluster's references out were gathered, a reached
+//! cluster costs the collector those references and one OR per bitmap word
+//! its members' slots fall in (a few per 64 members created together), not
+//! a trace of each member. A member changed through `get_mut` makes the
+//! cluster stale: it is traced member by member until its references out
+//! are gathered again, between cycles, so no write into a member can break
+//! the rule. The item's cluster field holds the root's slot index plus one.
 //!
 //! The bookkeeping lives here; [`Heap`](crate::Heap) creates, grows and
 //! dissolves clusters, and the collector reads the members when it greys a
@@ -75,10 +79,18 @@ pub enum ClusterError {
     CycleInFlight,
 }
 
+/// Mark bits by bitmap word: `(word, bits)` pairs.
+pub(crate) type MarkWords = [(u32, u64)];
+
 /// One cluster: its root and its members (the root first).
 #[derive(Debug)]
 pub(crate) struct Cluster {
     pub(crate) members: Vec<AnyObj>,
+    /// The members' mark bits, by bitmap word: `(word, bits)` pairs, words
+    /// ascending. A reached cluster is marked by OR-ing these into the mark
+    /// bitmap, a few instructions per 64 slots when members were created
+    /// together (as a level's objects are), instead of a test per member.
+    pub(crate) words: Vec<(u32, u64)>,
     /// The references from members to objects outside the cluster, while no
     /// member has changed since they were gathered: a reached cluster then
     /// costs the collector these, not a trace of every member. `None`: trace
@@ -92,6 +104,9 @@ pub(crate) struct Clusters {
     pub(crate) by_root: HashMap<u32, Cluster, FxBuildHasher>,
     /// Roots of clusters whose external references are to be gathered again.
     pub(crate) stale: Vec<u32>,
+    /// All clear between gatherings: a bitmap by slot of the references out
+    /// listed so far, while a cluster is gathered.
+    pub(crate) seen: Vec<u64>,
 }
 
 impl Clusters {
@@ -107,13 +122,12 @@ impl Clusters {
         }
     }
 
-    /// The cluster's external references, if they are current.
+    /// The cluster's members' mark words and its external references, if
+    /// those are current.
     #[inline]
-    pub(crate) fn external_of(&self, root_plus_one: u32) -> Option<&[AnyObj]> {
-        self.by_root
-            .get(&root_plus_one.wrapping_sub(1))?
-            .external
-            .as_deref()
+    pub(crate) fn whole_of(&self, root_plus_one: u32) -> Option<(&MarkWords, &[AnyObj])> {
+        let c = self.by_root.get(&root_plus_one.wrapping_sub(1))?;
+        Some((&c.words, c.external.as_deref()?))
     }
 
     /// The members of the cluster whose item field says `root_plus_one`.
@@ -126,6 +140,55 @@ impl Clusters {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.by_root.is_empty()
+    }
+}
+
+impl Cluster {
+    /// A cluster of `members` (the root first), its references out not yet
+    /// gathered. `scratch` is a bitmap by slot, all clear (and left so).
+    pub(crate) fn new(members: Vec<AnyObj>, scratch: &mut Vec<u64>) -> Self {
+        let mut c = Cluster {
+            members,
+            words: Vec::new(),
+            external: None,
+        };
+        c.index_words(scratch);
+        c
+    }
+
+    /// Computes [`words`](Self::words) from the members, in a bitmap by slot
+    /// (`scratch`, all clear and left so) when their slots are close enough
+    /// together for its words to be read in order, else by sorting.
+    pub(crate) fn index_words(&mut self, scratch: &mut Vec<u64>) {
+        self.words.clear();
+        let slots = self.members.iter().map(|m| m.index());
+        let (Some(lo), Some(hi)) = (slots.clone().min(), slots.clone().max()) else {
+            return;
+        };
+        let (lo, hi) = (lo >> 6, hi >> 6);
+        if (hi - lo) as usize <= 4 * self.members.len() {
+            if hi as usize >= scratch.len() {
+                scratch.resize(hi as usize + 1, 0);
+            }
+            for i in slots {
+                scratch[(i >> 6) as usize] |= 1u64 << (i & 63);
+            }
+            for (w, bits) in scratch[lo as usize..=hi as usize].iter_mut().enumerate() {
+                if *bits != 0 {
+                    self.words.push((lo + w as u32, std::mem::take(bits)));
+                }
+            }
+            return;
+        }
+        let mut slots: Vec<u32> = slots.collect();
+        slots.sort_unstable();
+        for i in slots {
+            let (w, bit) = (i >> 6, 1u64 << (i & 63));
+            match self.words.last_mut() {
+                Some((last, bits)) if *last == w => *bits |= bit,
+                _ => self.words.push((w, bit)),
+            }
+        }
     }
 }
 

@@ -64,6 +64,9 @@ pub(crate) mod flags {
     /// marks, every door that hands out a `&T` to it puts it on the re-scan
     /// list, as `get_mut` does for every object.
     pub const INTERIOR: u32 = 1 << 13;
+    /// Its class may not be in a GC cluster (`#[object(cluster = false)]`),
+    /// here so that gathering a cluster needs no look at the object.
+    pub const NO_CLUSTER: u32 = 1 << 14;
     /// Hidden from `get`: garbage or being destroyed.
     pub const DEAD: u32 = GARBAGE | UNREACHABLE;
 }

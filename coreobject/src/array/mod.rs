@@ -287,6 +287,9 @@ impl ObjectArray {
         if T::INTERIOR_MUT {
             f |= flags::INTERIOR;
         }
+        if !T::CAN_BE_IN_CLUSTER {
+            f |= flags::NO_CLUSTER;
+        }
         if self.pool.open && index < self.pool.capacity {
             f |= flags::DISREGARD;
         }

@@ -101,6 +101,14 @@ impl fmt::Display for RefChain {
 }
 
 /// Collects an object's outgoing strong edges, in trace order.
+/// Appends edges to a borrowed vector.
+struct Append<'v>(&'v mut Vec<AnyObj>);
+impl Visitor for Append<'_> {
+    fn visit(&mut self, obj: AnyObj) {
+        self.0.push(obj);
+    }
+}
+
 struct Edges(Vec<AnyObj>);
 impl Visitor for Edges {
     fn visit(&mut self, obj: AnyObj) {
@@ -316,6 +324,25 @@ impl Reports<'_> {
     /// mates).
     pub(crate) fn own_edges_of(&self, index: u32) -> Vec<AnyObj> {
         self.edges(index, false).0
+    }
+
+    /// Appends the object's own references (as
+    /// [`own_edges_of`](Self::own_edges_of)) to `out`, with no allocation of
+    /// its own; whether the slot holds an object.
+    pub(crate) fn own_edges_into(&self, index: u32, out: &mut Vec<AnyObj>) -> bool {
+        let Some(o) = self.array.slot(self.names, index) else {
+            return false;
+        };
+        let p = o.header_ptr();
+        // SAFETY: `p` is a live header of its own class; `&self` keeps it alive.
+        unsafe { (p.as_ref().class().vt.trace_dyn)(p, &mut Append(out)) };
+        if let Some(outer) = o.outer() {
+            out.push(outer);
+        }
+        if let Some(inners) = self.inners {
+            out.extend_from_slice(inners.lock().of(o.id().to_bits()));
+        }
+        true
     }
 
     /// What the collector would visit scanning the object, and how many of

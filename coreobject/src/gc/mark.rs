@@ -159,10 +159,13 @@ pub(super) fn admit(item: &Item, serial: u32) -> Option<(NonNull<Header>, u32)> 
 /// marker: the whole cluster is kept.
 pub(super) enum ClusterStep<'c> {
     /// No member changed since the cluster's references out were gathered
-    /// (and outers do not keep inners): mark every member that [`admit`]s
-    /// without a scan, visit `external`, and scan not even the object popped.
+    /// (and outers do not keep inners): set every member's mark bit by
+    /// OR-ing `words` into the bitmap (below the cycle's high water), visit
+    /// `external`, and scan not even the object popped. Every member is
+    /// alive: members die only with their whole cluster, and a garbage mark
+    /// dissolves it.
     Whole {
-        members: &'c [AnyObj],
+        words: &'c [(u32, u64)],
         external: &'c [AnyObj],
     },
     /// Otherwise: visit the members, to be traced like any object.
@@ -178,11 +181,24 @@ pub(super) fn cluster_step<'c>(
     inners: bool,
 ) -> Option<ClusterStep<'c>> {
     let c = clusters.filter(|_| root != 0)?;
-    let members = c.members_of(root);
-    Some(match c.external_of(root).filter(|_| !inners) {
-        Some(external) => ClusterStep::Whole { members, external },
-        None => ClusterStep::Trace(members),
+    Some(match c.whole_of(root).filter(|_| !inners) {
+        Some((words, external)) => ClusterStep::Whole { words, external },
+        None => ClusterStep::Trace(c.members_of(root)),
     })
+}
+
+/// The bits of bitmap word `w` that name slots below `high_water`.
+#[inline(always)]
+pub(super) fn below(w: u32, high_water: u32) -> u64 {
+    let first = u64::from(w) << 6;
+    let hw = u64::from(high_water);
+    if first + 64 <= hw {
+        !0
+    } else if first >= hw {
+        0
+    } else {
+        (1u64 << (hw - first)) - 1
+    }
 }
 
 /// What popping the queue gave.
@@ -339,16 +355,15 @@ impl<'a> Marker<'a> {
         self.marked += 1;
         prefetch_line(p.as_ptr());
         match cluster_step(self.clusters, item.cluster_root(), self.inners.is_some()) {
-            Some(ClusterStep::Whole { members, external }) => {
-                for &m in members {
-                    let j = m.index();
-                    if j < self.high_water
-                        && !self.is_marked(j)
-                        && admit(self.chunks.at(j), m.serial()).is_some()
-                    {
-                        self.set_mark(j);
-                        self.marked += 1;
+            Some(ClusterStep::Whole { words, external }) => {
+                for &(w, m) in words {
+                    let m = m & below(w, self.high_water);
+                    if m == 0 {
+                        continue;
                     }
+                    let word = &mut self.bits[w as usize];
+                    self.marked += (m & !*word).count_ones() as usize;
+                    *word |= m;
                 }
                 for &e in external {
                     self.visit(e);

@@ -119,7 +119,7 @@ use crossbeam_utils::Backoff;
 use parking_lot::Mutex;
 
 use super::budget::Budget;
-use super::mark::{admit, cluster_step, Bare, Carry, ClusterStep, Keyed, Ring, RING};
+use super::mark::{admit, below, cluster_step, Bare, Carry, ClusterStep, Keyed, Ring, RING};
 use crate::array::Chunks;
 use crate::cluster::Clusters;
 use crate::handle::AnyObj;
@@ -252,6 +252,9 @@ impl Allowance {
     }
 }
 
+/// What one worker claimed: slots one by one, and bits a word at a time.
+type Claims = (Vec<u32>, Vec<(u32, u64)>);
+
 /// Everything the workers share.
 pub(crate) struct Shared<'a> {
     chunks: &'a Chunks,
@@ -268,7 +271,7 @@ pub(crate) struct Shared<'a> {
     /// Unclaimed handles stopped workers hand back.
     leftovers: Mutex<Vec<u64>>,
     /// Per worker: the slots it claimed, or the panic that stopped it.
-    results: Mutex<Vec<std::thread::Result<Vec<u32>>>>,
+    results: Mutex<Vec<std::thread::Result<Claims>>>,
 }
 
 impl Shared<'_> {
@@ -295,6 +298,9 @@ pub(crate) struct ParMarker<'a> {
     /// The slots this worker claimed. A slot can be in two workers' lists
     /// (see [`grey`](Self::grey)).
     claimed: Vec<u32>,
+    /// The bits this worker claimed a word at a time (GC clusters' members),
+    /// as `(word, bits)`.
+    claimed_words: Vec<(u32, u64)>,
     /// Handles popped since the last poll (budgeted drains only).
     pops: usize,
     /// This worker's index among the stealers.
@@ -493,28 +499,34 @@ fn popcount(bits: &[AtomicU64]) -> usize {
 /// word it had loaded during the drain, with a bit added), so this gives
 /// back the bitmap as it was at the start, and setting them again counts
 /// each slot once.
-fn settle(bits: &[AtomicU64], lists: &[Vec<u32>], before: Option<usize>) -> usize {
-    // Single-threaded now: plain loads and stores.
-    let word = |i: u32| (&bits[(i >> 6) as usize], 1u64 << (i & 63));
-    let set = |i: u32| {
-        let (w, bit) = word(i);
+fn settle(bits: &[AtomicU64], lists: &[Claims], before: Option<usize>) -> usize {
+    // Single-threaded now: plain loads and stores. Every claim, as the
+    // bits it sets in one word.
+    let claims = || {
+        let slots = lists.iter().flat_map(|l| &l.0);
+        let slots = slots.map(|&i| (i >> 6, 1u64 << (i & 63)));
+        slots.chain(lists.iter().flat_map(|l| l.1.iter().copied()))
+    };
+    // Sets the bits; how many were clear.
+    let set = |(w, m): (u32, u64)| {
+        let w = &bits[w as usize];
         let old = w.load(Ordering::Relaxed);
-        w.store(old | bit, Ordering::Relaxed);
-        old & bit == 0
+        w.store(old | m, Ordering::Relaxed);
+        (m & !old).count_ones() as usize
     };
     match before {
         Some(before) => {
-            for &i in lists.iter().flatten() {
-                set(i);
-            }
+            claims().for_each(|c| {
+                set(c);
+            });
             popcount(bits) - before
         }
         None => {
-            for &i in lists.iter().flatten() {
-                let (w, bit) = word(i);
-                w.store(w.load(Ordering::Relaxed) & !bit, Ordering::Relaxed);
+            for (w, m) in claims() {
+                let w = &bits[w as usize];
+                w.store(w.load(Ordering::Relaxed) & !m, Ordering::Relaxed);
             }
-            lists.iter().flatten().filter(|&&i| set(i)).count()
+            claims().map(set).sum()
         }
     }
 }
@@ -527,6 +539,7 @@ fn work(shared: &Shared<'_>, local: Worker<u64>, me: usize) {
             local,
             queue: VecDeque::new(),
             claimed: Vec::new(),
+            claimed_words: Vec::new(),
             pops: 0,
             me,
         };
@@ -535,7 +548,7 @@ fn work(shared: &Shared<'_>, local: Worker<u64>, me: usize) {
         } else {
             m.run::<Bare>();
         }
-        m.claimed
+        (m.claimed, m.claimed_words)
     }));
     if r.is_err() {
         shared.abort.store(true, Ordering::SeqCst);
@@ -705,22 +718,17 @@ impl ParMarker<'_> {
         w.store(old | bit, Ordering::Relaxed);
         self.claimed.push(i);
         match cluster_step(sh.clusters, item.cluster_root(), sh.inners.is_some()) {
-            Some(ClusterStep::Whole { members, external }) => {
-                for &m in members {
-                    let j = m.index();
-                    if j >= sh.high_water
-                        || sh.is_marked(j)
-                        || admit(sh.chunks.at(j), m.serial()).is_none()
-                    {
+            Some(ClusterStep::Whole { words, external }) => {
+                for &(w, m) in words {
+                    let m = m & below(w, sh.high_water);
+                    if m == 0 {
                         continue;
                     }
-                    // Claimed like any object, so that `settle` restores the
-                    // bit if a racing store loses it.
-                    let (w, bit) = (&sh.bits[(j >> 6) as usize], 1u64 << (j & 63));
-                    let old = w.load(Ordering::Relaxed);
-                    if old & bit == 0 {
-                        w.store(old | bit, Ordering::Relaxed);
-                        self.claimed.push(j);
+                    // Claimed like any object, so that `settle` restores
+                    // the bits if a racing store loses them.
+                    let new = m & !sh.bits[w as usize].fetch_or(m, Ordering::Relaxed);
+                    if new != 0 {
+                        self.claimed_words.push((w, new));
                     }
                 }
                 for &e in external {

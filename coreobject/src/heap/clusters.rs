@@ -2,7 +2,7 @@
 //! object graph, and the debugging surface around them: the cluster report,
 //! the bookkeeping check, and Graphviz pictures of references.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write as _;
 
 use crate::array::flags;
@@ -17,6 +17,21 @@ use super::Heap;
 impl Heap {
     /// Whether `h` may join a cluster (as its root when `root`).
     fn clusterable(&self, h: AnyObj, root: bool) -> Result<(), ClusterError> {
+        // First the test that turns away most references while clusters are
+        // gathered: the members' references to each other.
+        // and to objects of classes that opted out. (Both on a live object
+        // only, so that a dead one is refused as such.)
+        if let Some(item) = self.array.item(h.index()) {
+            let f = item.flags();
+            if item.serial() == h.serial() && f & flags::DEAD == 0 && item.object().is_some() {
+                if item.cluster_root() != 0 {
+                    return Err(ClusterError::AlreadyClustered);
+                }
+                if f & flags::NO_CLUSTER != 0 {
+                    return Err(ClusterError::NotClusterable);
+                }
+            }
+        }
         let class = self
             .array
             .header(h, flags::DEAD)
@@ -82,69 +97,122 @@ impl Heap {
         let root = root.into();
         self.no_cycle()?;
         self.clusterable(root, true)?;
+        let tag = root.index() + 1;
+        let mut seen = std::mem::take(&mut self.clusters.get_mut().seen);
+        // Breadth-first from the root; the item's cluster field, set as a
+        // member is found, is the search's visited mark, and references out
+        // are listed once as they are met.
+        self.array.at(root.index()).set_cluster_root(tag);
         let mut members = vec![root];
-        let mut seen: HashSet<AnyObj> = HashSet::from([root]);
-        let mut queue = VecDeque::from([root]);
+        let mut external = Vec::new();
+        let mut cacheable = !self.gc.config().outer_keeps_inners;
         {
             let reports = self.reports();
-            while let Some(h) = queue.pop_front() {
-                for e in reports.own_edges_of(h.index()) {
-                    if seen.insert(e) && self.clusterable(e, false).is_ok() {
-                        members.push(e);
-                        queue.push_back(e);
+            let mut edges = Vec::new();
+            let mut next = 0;
+            while let Some(&h) = members.get(next) {
+                next += 1;
+                cacheable &= self.array.at(h.index()).flags() & flags::INTERIOR == 0;
+                edges.clear();
+                reports.own_edges_into(h.index(), &mut edges);
+                for &e in &edges {
+                    match self.join(e, tag) {
+                        Join::Member => {
+                            self.array.at(e.index()).set_cluster_root(tag);
+                            members.push(e);
+                        }
+                        Join::Outside => list_once(&mut seen, &mut external, e),
+                        Join::Inside | Join::Dead => {}
                     }
                 }
             }
         }
-        let tag = root.index() + 1;
-        for m in &members {
-            self.array.at(m.index()).set_cluster_root(tag);
-        }
-        self.clusters.get_mut().by_root.insert(
-            root.index(),
-            Cluster {
-                members,
-                external: None,
-            },
-        );
-        self.gather_external(root.index());
+        forget(&mut seen, &external);
+        let mut c = Cluster::new(members, &mut seen);
+        c.external = cacheable.then(|| {
+            external.shrink_to_fit();
+            external
+        });
+        let clusters = self.clusters.get_mut();
+        clusters.seen = seen;
+        clusters.by_root.insert(root.index(), c);
         Ok(ClusterId(root))
+    }
+
+    /// What a reference met while a cluster whose members' items say `tag`
+    /// is gathered leads to.
+    fn join(&self, e: AnyObj, tag: u32) -> Join {
+        let Some(item) = self.array.item(e.index()) else {
+            return Join::Dead;
+        };
+        let f = item.flags();
+        if item.serial() != e.serial() || item.object().is_none() || f & flags::DEAD != 0 {
+            return Join::Dead;
+        }
+        // `clusterable`'s tests, on the item alone (its flags mirror the
+        // class's opt-out).
+        let barred = flags::DISREGARD | flags::DEFAULT_OBJECT | flags::NO_CLUSTER;
+        match item.cluster_root() {
+            r if r == tag => Join::Inside,
+            0 if f & barred == 0 && !item.is_root() => Join::Member,
+            _ => Join::Outside,
+        }
     }
 
     /// Gathers the references from the cluster's members to objects outside
     /// it, so that a reached cluster costs the collector those rather than a
     /// trace of every member. Not for clusters with an interior-mutable
     /// member (which can change without `get_mut`), nor while outers keep
-    /// their inners (an inner created later is not a change of its outer).
+    /// their inners (an inner created later is not a change of its outer):
+    /// their members are traced.
     fn gather_external(&mut self, root: u32) {
         let tag = root + 1;
-        let members: Vec<AnyObj> = self.clusters.get_mut().members_of(tag).to_vec();
+        let clusters = self.clusters.get_mut();
+        let mut seen = std::mem::take(&mut clusters.seen);
+        let c = clusters
+            .by_root
+            .get_mut(&root)
+            .expect("a cluster to gather");
+        let members = std::mem::take(&mut c.members);
+        let mut cacheable = !self.gc.config().outer_keeps_inners;
         let mut external = Vec::new();
-        let cacheable = !self.gc.config().outer_keeps_inners
-            && members.iter().all(|&m| {
-                self.array
-                    .header(m, 0)
-                    .map_or(true, |h| !h.class().interior_mut())
-            });
-        if cacheable {
+        {
             let reports = self.reports();
+            let mut edges = Vec::new();
             for &m in &members {
                 if self.array.lookup(m, 0).is_err() {
                     continue;
                 }
-                for e in reports.own_edges_of(m.index()) {
-                    let inside = self.array.lookup(e, 0).is_ok()
-                        && self.array.at(e.index()).cluster_root() == tag;
-                    if !inside {
-                        external.push(e);
+                cacheable &= self.array.at(m.index()).flags() & flags::INTERIOR == 0;
+                edges.clear();
+                reports.own_edges_into(m.index(), &mut edges);
+                for &e in &edges {
+                    if let Join::Outside = self.join_outside(e, tag) {
+                        list_once(&mut seen, &mut external, e);
                     }
                 }
             }
-            external.sort_unstable();
-            external.dedup();
         }
-        if let Some(c) = self.clusters.get_mut().by_root.get_mut(&root) {
-            c.external = cacheable.then_some(external);
+        forget(&mut seen, &external);
+        let clusters = self.clusters.get_mut();
+        clusters.seen = seen;
+        let c = clusters
+            .by_root
+            .get_mut(&root)
+            .expect("a cluster to gather");
+        c.members = members;
+        c.external = cacheable.then(|| {
+            external.shrink_to_fit();
+            external
+        });
+    }
+
+    /// [`join`](Self::join) for a cluster that takes no new members.
+    fn join_outside(&self, e: AnyObj, tag: u32) -> Join {
+        match self.array.lookup(e, flags::DEAD) {
+            Ok(_) if self.array.at(e.index()).cluster_root() == tag => Join::Inside,
+            Ok(_) => Join::Outside,
+            Err(_) => Join::Dead,
         }
     }
 
@@ -175,9 +243,17 @@ impl Heap {
         self.array
             .at(obj.index())
             .set_cluster_root(cluster.0.index() + 1);
-        let c = self.clusters.get_mut().by_root.get_mut(&cluster.0.index());
-        c.expect("checked alive").members.push(obj);
-        self.gather_external(cluster.0.index());
+        let clusters = self.clusters.get_mut();
+        let c = clusters.by_root.get_mut(&cluster.0.index());
+        let c = c.expect("checked alive");
+        c.members.push(obj);
+        let (w, bit) = (obj.index() >> 6, 1u64 << (obj.index() & 63));
+        match c.words.binary_search_by_key(&w, |&(w, _)| w) {
+            Ok(k) => c.words[k].1 |= bit,
+            Err(k) => c.words.insert(k, (w, bit)),
+        }
+        // Its references out are gathered again before the next cycle.
+        clusters.changed(cluster.0.index() + 1);
         Ok(())
     }
 
@@ -475,6 +551,39 @@ impl Heap {
         }
         s.push_str("}\n");
         s
+    }
+}
+
+/// Where a reference met while gathering a cluster leads.
+enum Join {
+    /// To an object that joins the cluster.
+    Member,
+    /// To a member.
+    Inside,
+    /// To a live object outside the cluster: a reference out.
+    Outside,
+    /// To no live object (stale, garbage, or being destroyed).
+    Dead,
+}
+
+/// Pushes `e` on `external` unless `seen` (a bitmap by slot) says it is
+/// there already.
+fn list_once(seen: &mut Vec<u64>, external: &mut Vec<AnyObj>, e: AnyObj) {
+    let (w, bit) = ((e.index() >> 6) as usize, 1u64 << (e.index() & 63));
+    if w >= seen.len() {
+        seen.resize(w + 1, 0);
+    }
+    if seen[w] & bit == 0 {
+        seen[w] |= bit;
+        external.push(e);
+    }
+}
+
+/// Clears the bits [`list_once`] set for `external`, so that `seen` is all
+/// clear for the next gathering.
+fn forget(seen: &mut [u64], external: &[AnyObj]) {
+    for e in external {
+        seen[(e.index() >> 6) as usize] = 0;
     }
 }
 
