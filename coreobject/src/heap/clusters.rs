@@ -11,6 +11,7 @@ use crate::cluster::{
 };
 use crate::gc::Phase;
 use crate::handle::AnyObj;
+use crate::trace::prefetch_line;
 
 use super::Heap;
 
@@ -110,11 +111,22 @@ impl Heap {
             let reports = self.reports();
             let mut edges = Vec::new();
             let mut next = 0;
-            while let Some(&h) = members.get(next) {
-                next += 1;
-                cacheable &= self.array.at(h.index()).flags() & flags::INTERIOR == 0;
+            // A batch of members at a time: their references' items are
+            // asked for before the first is looked at, so that the misses
+            // overlap (as in marking).
+            while next < members.len() {
+                let batch = next..members.len().min(next + GATHER_BATCH);
+                next = batch.end;
                 edges.clear();
-                reports.own_edges_into(h.index(), &mut edges);
+                for &h in &members[batch] {
+                    cacheable &= self.array.at(h.index()).flags() & flags::INTERIOR == 0;
+                    reports.own_edges_into(h.index(), &mut edges);
+                }
+                for &e in &edges {
+                    if let Some(item) = self.array.item(e.index()) {
+                        prefetch_line(item as *const _);
+                    }
+                }
                 for &e in &edges {
                     match self.join(e, tag) {
                         Join::Member => {
@@ -553,6 +565,9 @@ impl Heap {
         s
     }
 }
+
+/// Members whose references are gathered together.
+const GATHER_BATCH: usize = 16;
 
 /// Where a reference met while gathering a cluster leads.
 enum Join {
