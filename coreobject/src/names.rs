@@ -14,24 +14,30 @@
 //! without a number. Every name string has exactly one (base, number) form
 //! and back, so comparing names compares integers.
 //!
-//! The index is one flat map from `(outer bits, base id, number)` to the
-//! object, and each slot's (serial, base, number) sits in pages indexed by
-//! slot ([`Slots`]); naming an object and freeing it allocate nothing past
-//! amortized growth and touch no string once the base is interned.
+//! Each named object's (serial, base, number, outer, slot) sits in a dense
+//! array of records ([`Records`], with the record id of each slot in pages
+//! indexed by slot), and the index from `(outer, base, number)` to the
+//! object ([`Index`]) is one open-addressing array of 4-byte entries, each
+//! a record id and the rest of its bits from its key's hash: the key itself
+//! is read back from the record when those bits match. Naming an object
+//! with a new name touches one random cache line of the index (the probe
+//! reads the line the insert then writes); naming and freeing allocate
+//! nothing past amortized growth and touch no string once the base is
+//! interned.
 //!
 //! # Freeing is lazy
 //!
 //! The collector frees objects in slot order, so clearing a slot's record is
-//! a sequential write; removing its key from the index would be a random
-//! access into a map as large as the named population (two cache misses,
-//! hundreds of ns at a million names). So a free clears only the record and
-//! leaves the index entry behind, **stale**: an entry is live exactly when
-//! its object's slot record holds that object's serial, and every reader
-//! checks that. A stale entry is overwritten when its key is named again,
-//! and all stale entries are dropped in one pass, in the map's own order,
-//! when the index is full and at least half of it is stale: where the map
-//! would otherwise grow, like the amortized rehash it replaces. So the index
-//! holds at most about twice the live named objects.
+//! a nearly sequential write; removing its key from the index would be a
+//! random access into an array as large as the named population (a cache
+//! miss at a million names). So a free clears only the record (its id goes
+//! to a free list) and leaves the index entry behind, **stale**: an entry
+//! counts only when its record holds a live object under the key looked
+//! for, and every reader checks that. A stale entry is overwritten when a
+//! key with its hash bits is named again, and all stale entries are dropped
+//! when the index would pass 3/4 full: it is then made again from the live
+//! records, at most half full (grown, kept or shrunk), like the amortized
+//! rehash it replaces.
 //!
 //! # The table is bounded by what is in use
 //!
@@ -51,14 +57,15 @@
 //! collides with a user's, and [`Names::default_name`] picks one that no
 //! other class default holds.
 //!
-//! Every map hashes with `rustc-hash`'s Fx hash: keys are slot indices,
-//! handle bits, small ids and short strings chosen by the program, not by an
-//! attacker, and the index is touched on every named creation and every
-//! freed named object.
+//! The string table hashes with `rustc-hash`'s Fx hash, and the index with
+//! two multiply-xorshift rounds ([`hash`]): keys are handle bits, small ids
+//! and short strings chosen by the program, not by an attacker.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rustc_hash::FxBuildHasher;
@@ -66,6 +73,7 @@ use rustc_hash::FxBuildHasher;
 use crate::class::Class;
 use crate::error::Error;
 use crate::handle::AnyObj;
+use crate::trace::prefetch_line;
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 
@@ -384,87 +392,351 @@ impl Table {
     }
 }
 
-/// One slot's name: the serial of the named object in it (0: none), and its
-/// base id and stored number.
+/// One named object's record: its serial (0 once it is freed), its base id
+/// and stored number, its outer's bits (0: none) and its slot. The index
+/// keeps only record ids; a key is read back from here.
 #[derive(Clone, Copy, Default)]
 struct Rec {
     serial: u32,
     base: u32,
     number: u32,
+    /// The outer's bits, low and high half (`u32`s keep the record at 24
+    /// bytes).
+    outer: [u32; 2],
+    slot: u32,
 }
 
-/// Slots per page of [`Slots`].
+impl Rec {
+    #[inline]
+    fn outer(&self) -> u64 {
+        u64::from(self.outer[0]) | (u64::from(self.outer[1]) << 32)
+    }
+
+    /// Whether this record names a live object under `key`.
+    #[inline]
+    fn is(&self, key: &Key) -> bool {
+        self.serial != 0
+            && self.base == key.base
+            && self.number == key.number
+            && self.outer() == key.outer
+    }
+
+    #[inline]
+    fn hash(&self) -> u64 {
+        hash(self.outer(), self.base, self.number)
+    }
+}
+
+/// Slots per page of [`Records::by_slot`].
 const PAGE: usize = 1024;
 
-/// Per-slot name records, in pages of [`PAGE`] slots allocated when the
-/// first named object lands in them and kept for the heap's life: at most
-/// 12 bytes per slot below the highest named one, nothing for a heap
-/// without names.
+/// The named objects' records, dense: a record id is taken from a free
+/// list when an object is named and given back when it is freed, so ids
+/// stay below the most objects named at once. Beside them, per slot, the
+/// id of its record plus one (0: none), in pages of [`PAGE`] slots
+/// allocated when the first named object lands in them and kept for the
+/// heap's life: 4 bytes per slot below the highest named one, nothing for
+/// a heap without names.
 #[derive(Default)]
-struct Slots {
-    pages: Vec<Option<Box<[Rec]>>>,
+struct Records {
+    recs: Vec<Rec>,
+    /// Ids of freed records, reused last in first out.
+    free: Vec<u32>,
+    by_slot: Vec<Option<Box<[u32]>>>,
 }
 
-impl Slots {
+impl Records {
+    /// The record id of slot `index`, if it holds a named object.
     #[inline]
-    fn get(&self, index: u32) -> Option<&Rec> {
+    fn id_of(&self, index: u32) -> Option<u32> {
         let i = index as usize;
-        self.pages.get(i / PAGE)?.as_ref().map(|p| &p[i % PAGE])
-    }
-
-    #[inline]
-    fn get_mut(&mut self, index: u32) -> Option<&mut Rec> {
-        let i = index as usize;
-        self.pages
-            .get_mut(i / PAGE)?
-            .as_mut()
-            .map(|p| &mut p[i % PAGE])
-    }
-
-    fn get_or_add(&mut self, index: u32) -> &mut Rec {
-        let i = index as usize;
-        if self.pages.len() <= i / PAGE {
-            self.pages.resize_with(i / PAGE + 1, || None);
-        }
-        let page = self.pages[i / PAGE]
-            .get_or_insert_with(|| vec![Rec::default(); PAGE].into_boxed_slice());
-        &mut page[i % PAGE]
-    }
-
-    /// Whether `obj` is alive and named: its slot's record holds its serial.
-    #[inline]
-    fn holds(&self, obj: AnyObj) -> bool {
-        self.get(obj.index())
-            .is_some_and(|r| r.serial == obj.serial())
+        let page = self.by_slot.get(i / PAGE)?.as_ref()?;
+        page[i % PAGE].checked_sub(1)
     }
 
     /// The live record of slot `index`.
     #[inline]
     fn named(&self, index: u32) -> Option<&Rec> {
-        self.get(index).filter(|r| r.serial != 0)
+        let r = &self.recs[self.id_of(index)? as usize];
+        (r.serial != 0).then_some(r)
+    }
+
+    /// The object named `key`, if record `id` holds it.
+    #[inline]
+    fn holder(&self, id: u32, key: &Key) -> Option<AnyObj> {
+        let r = self.recs.get(id as usize).filter(|r| r.is(key))?;
+        Some(AnyObj::new(r.slot, NonZeroU32::new(r.serial)?))
+    }
+
+    /// A new record for `rec`; its id.
+    #[inline]
+    fn add(&mut self, rec: Rec) -> u32 {
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.recs[id as usize] = rec;
+                id
+            }
+            None => {
+                let id = u32::try_from(self.recs.len()).expect("fewer than 2^32 named objects");
+                self.recs.push(rec);
+                id
+            }
+        };
+        let i = rec.slot as usize;
+        if self.by_slot.len() <= i / PAGE {
+            self.by_slot.resize_with(i / PAGE + 1, || None);
+        }
+        let page = self.by_slot[i / PAGE].get_or_insert_with(|| vec![0; PAGE].into_boxed_slice());
+        page[i % PAGE] = id + 1;
+        id
+    }
+
+    /// Frees the record of slot `index`; its base id, if it had one.
+    #[inline]
+    fn remove(&mut self, index: u32) -> Option<u32> {
+        let i = index as usize;
+        let page = self.by_slot.get_mut(i / PAGE)?.as_mut()?;
+        let id = std::mem::take(&mut page[i % PAGE]).checked_sub(1)?;
+        let r = &mut self.recs[id as usize];
+        r.serial = 0;
+        self.free.push(id);
+        Some(r.base)
     }
 }
 
-/// An index key: outer bits (0 for none), then base id and stored number
-/// packed as `base << 32 | number`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+/// An index key: outer bits (0 for none), base id and stored number, with
+/// its hash and, once [`claim`](Names::claim)ed, the index entry it takes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Key {
     outer: u64,
-    name: u64,
+    base: u32,
+    number: u32,
+    hash: u64,
+    /// The entry to fill, and whether it holds a stale entry now.
+    at: usize,
+    reuse: bool,
 }
 
 impl Key {
+    #[inline]
     fn new(outer: Option<AnyObj>, base: u32, number: u32) -> Key {
+        let outer = outer.map_or(0, AnyObj::to_bits);
         Key {
-            outer: outer.map_or(0, AnyObj::to_bits),
-            name: (u64::from(base) << 32) | u64::from(number),
+            outer,
+            base,
+            number,
+            hash: hash(outer, base, number),
+            at: 0,
+            reuse: false,
         }
     }
-    fn base(self) -> u32 {
-        (self.name >> 32) as u32
+}
+
+/// Hashes a key: two multiply-xorshift rounds over outer and name, so
+/// names that differ only in their number (`Actor_1`, `Actor_2`) land far
+/// apart.
+#[inline]
+fn hash(outer: u64, base: u32, number: u32) -> u64 {
+    let name = (u64::from(base) << 32) | u64::from(number);
+    let mut h = outer.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ name;
+    h ^= h >> 32;
+    h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    h ^= h >> 32;
+    h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    h ^ (h >> 32)
+}
+
+/// The index from (outer, base, number) to the object: open addressing
+/// with linear probing over one array of 4-byte entries, 0 for empty. With
+/// `2^bits` entries, an entry is a record id plus one in its low `bits`
+/// bits and, above them, `32 - bits` bits of its key's hash (the tag); the
+/// top `bits` bits of the hash pick the key's first entry. The key itself
+/// is read back from the record when a tag matches. So naming an object
+/// with a new name touches one cache line of the index (the probe reads the
+/// line the insert then writes), and a million names fit in 8 MiB.
+///
+/// Entries are never emptied one by one (see the module docs on lazy
+/// freeing); a stale entry is overwritten when a probe for a key with its
+/// tag meets it, and all are dropped by [`rebuild`](Self::rebuild).
+#[derive(Default)]
+struct Index {
+    /// A power of two long (at most 2^32), or empty.
+    entries: Vec<u32>,
+    /// log2 of the length.
+    bits: u32,
+    /// Entries that are not empty (live and stale).
+    used: usize,
+    /// Stale entries: one per named object freed since the last rebuild,
+    /// less those overwritten.
+    stale: usize,
+}
+
+impl Index {
+    #[inline]
+    fn mask(&self) -> usize {
+        self.entries.len() - 1
     }
-    fn number(self) -> u32 {
-        self.name as u32
+
+    #[inline]
+    fn home(&self, h: u64) -> usize {
+        (h >> (64 - self.bits)) as usize
+    }
+
+    /// The entry of record `id` under a key with hash `h`.
+    #[inline]
+    fn entry(&self, h: u64, id: u32) -> u32 {
+        let tag = u64::from(h as u32) << self.bits;
+        (tag | (u64::from(id) + 1)) as u32
+    }
+
+    /// Whether entry `e` and hash `h` have the same tag.
+    #[inline]
+    fn same_tag(&self, e: u32, h: u64) -> bool {
+        ((u64::from(e) ^ (u64::from(h as u32) << self.bits)) & 0xFFFF_FFFF) >> self.bits == 0
+    }
+
+    /// The record id in entry `e`.
+    #[inline]
+    fn id(&self, e: u32) -> u32 {
+        ((u64::from(e) & ((1 << self.bits) - 1)) - 1) as u32
+    }
+
+    /// Whether one more entry keeps the load at most 3/4.
+    #[inline]
+    fn has_room(&self) -> bool {
+        (self.used + 1) * 4 <= self.entries.len() * 3
+    }
+
+    /// Probes for `key`: the live object holding it, or else the entry a
+    /// new object named `key` takes (the first stale entry met with its
+    /// tag, or the empty one that ends the probe). The index must not be
+    /// full.
+    #[inline]
+    fn probe(&self, recs: &Records, key: &Key) -> Result<(usize, bool), AnyObj> {
+        let mask = self.mask();
+        let mut at = self.home(key.hash);
+        let mut reuse = None;
+        loop {
+            let e = self.entries[at];
+            if e == 0 {
+                return Ok(reuse.map_or((at, false), |r| (r, true)));
+            }
+            if self.same_tag(e, key.hash) {
+                let id = self.id(e);
+                if let Some(o) = recs.holder(id, key) {
+                    return Err(o);
+                }
+                if reuse.is_none() && !self.current(recs, e) {
+                    reuse = Some(at);
+                }
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Whether entry `e` is its record's own: the record is live and its
+    /// key's entry is `e`.
+    #[inline]
+    fn current(&self, recs: &Records, e: u32) -> bool {
+        let id = self.id(e);
+        recs.recs
+            .get(id as usize)
+            .is_some_and(|r| r.serial != 0 && self.entry(r.hash(), id) == e)
+    }
+
+    /// The live object holding `key`.
+    #[inline]
+    fn find(&self, recs: &Records, key: &Key) -> Option<AnyObj> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        self.probe(recs, key).err()
+    }
+
+    /// Makes the index again from the live records, at most half full and
+    /// with room for every record id: grows it, keeps its size or shrinks
+    /// it. The records are read in order; each batch's first entries are
+    /// prefetched before any is placed.
+    fn rebuild(&mut self, recs: &Records) {
+        let live = recs.recs.len() - recs.free.len();
+        let len = (2 * (live + 1))
+            .max(recs.recs.len() + 1)
+            .next_power_of_two()
+            .max(16);
+        if self.entries.len() == len {
+            // Cheaper than fresh pages: no page faults.
+            self.entries.fill(0);
+        } else {
+            self.entries = vec![0; len];
+        }
+        self.bits = len.trailing_zeros();
+        self.used = 0;
+        self.stale = 0;
+        let mut batch = [(0usize, 0u32); 16];
+        let mut n = 0;
+        for (id, r) in recs.recs.iter().enumerate() {
+            if r.serial == 0 {
+                continue;
+            }
+            let h = r.hash();
+            let at = self.home(h);
+            prefetch_line(&self.entries[at]);
+            batch[n] = (at, self.entry(h, id as u32));
+            n += 1;
+            if n == batch.len() {
+                batch.iter().for_each(|&(at, e)| self.place(at, e));
+                n = 0;
+            }
+        }
+        batch[..n].iter().for_each(|&(at, e)| self.place(at, e));
+    }
+
+    /// Puts entry `e` in the first free entry from `at`.
+    #[inline]
+    fn place(&mut self, mut at: usize, e: u32) {
+        let mask = self.mask();
+        while self.entries[at] != 0 {
+            at = (at + 1) & mask;
+        }
+        self.entries[at] = e;
+        self.used += 1;
+    }
+}
+
+/// Where the index's entries are, kept beside the lock that guards them
+/// (in the heap) so that a creation can start loading the entry its name
+/// will take before it takes the lock: the load then overlaps the work
+/// before the probe. Read without synchronization, so possibly out of date:
+/// it is only ever used for a prefetch, a hint that never faults.
+#[derive(Default)]
+pub(crate) struct Hint {
+    entries: AtomicUsize,
+    bits: AtomicU32,
+}
+
+impl Hint {
+    /// Starts loading the first index entry of `name` under `outer`, if it
+    /// is a [`Name`] (a string needs the table to find its base).
+    #[inline]
+    pub(crate) fn prefetch(&self, outer: Option<AnyObj>, name: &NameArg) {
+        let NameArg::Name(n) = name else { return };
+        let entries = self.entries.load(Ordering::Relaxed);
+        if entries == 0 {
+            return;
+        }
+        let bits = self.bits.load(Ordering::Relaxed).clamp(1, 32);
+        let h = hash(outer.map_or(0, AnyObj::to_bits), n.base, n.number);
+        prefetch_line((entries as *const u32).wrapping_add((h >> (64 - bits)) as usize));
+    }
+
+    /// Records where the entries of `names` are now.
+    #[inline]
+    pub(crate) fn update(&self, names: &Names) {
+        let entries = names.index.entries.as_ptr() as usize;
+        if self.entries.load(Ordering::Relaxed) != entries {
+            self.bits.store(names.index.bits, Ordering::Relaxed);
+            self.entries.store(entries, Ordering::Relaxed);
+        }
     }
 }
 
@@ -472,12 +744,10 @@ impl Key {
 pub(crate) struct Names {
     table: Table,
     /// (outer, base, number) → object; entries whose object was freed stay
-    /// (stale) until overwritten or compacted away.
-    index: FxMap<Key, AnyObj>,
-    /// Per slot: the named object's serial, base and number.
-    slots: Slots,
-    /// Stale entries in `index`.
-    stale: usize,
+    /// (stale) until overwritten or dropped by a rebuild.
+    index: Index,
+    /// The named objects' serials, bases, numbers and outers.
+    recs: Records,
 }
 
 /// The prefix of class default objects' names (Unreal's `Default__`),
@@ -521,20 +791,14 @@ impl Names {
     pub(crate) fn find(&self, outer: Option<AnyObj>, name: &str) -> Option<AnyObj> {
         let (base, number) = split(name);
         let id = self.table.get(base)?;
-        self.live(&Key::new(outer, id, number))
-    }
-
-    /// The live object under `key`.
-    #[inline]
-    fn live(&self, key: &Key) -> Option<AnyObj> {
-        let o = *self.index.get(key)?;
-        self.slots.holds(o).then_some(o)
+        self.index.find(&self.recs, &Key::new(outer, id, number))
     }
 
     /// Finds by [`Name`]; a name this table does not hold finds nothing.
     pub(crate) fn find_name(&self, outer: Option<AnyObj>, name: Name) -> Option<AnyObj> {
         self.table.entry(name)?;
-        self.live(&Key::new(outer, name.base, name.number))
+        self.index
+            .find(&self.recs, &Key::new(outer, name.base, name.number))
     }
 
     /// Interns `text` for the user (kept for the heap's life).
@@ -547,11 +811,12 @@ impl Names {
     }
 
     /// Takes `name` under `outer` for an object about to be created: checks
-    /// it, interns its base and counts one use of it. Refuses a taken name.
-    /// The key must then be [`insert`](Self::insert)ed or
-    /// [`release`](Self::release)d.
+    /// it, interns its base, counts one use of it and finds the index entry
+    /// it will take. Refuses a taken name. The key must then be
+    /// [`insert`](Self::insert)ed or [`release`](Self::release)d, with no
+    /// other change to the index in between.
     pub(crate) fn claim(&mut self, outer: Option<AnyObj>, name: &NameArg) -> Result<Key, Error> {
-        let key = match name {
+        let mut key = match name {
             NameArg::Text(s) => {
                 Names::check(s)?;
                 let (base, number) = split(s);
@@ -573,13 +838,28 @@ impl Names {
                 Key::new(outer, n.base, n.number)
             }
         };
-        self.table.entries[key.base() as usize].uses += 1;
-        if self.live(&key).is_some() {
-            let name = self.table.display(key.base(), key.number()).to_string();
-            self.table.release(key.base());
-            return Err(Error::NameTaken { name });
+        self.table.entries[key.base as usize].uses += 1;
+        self.make_room();
+        match self.index.probe(&self.recs, &key) {
+            Ok((at, reuse)) => {
+                key.at = at;
+                key.reuse = reuse;
+                Ok(key)
+            }
+            Err(_) => {
+                let name = self.table.display(key.base, key.number).to_string();
+                self.table.release(key.base);
+                Err(Error::NameTaken { name })
+            }
         }
-        Ok(key)
+    }
+
+    /// Rebuilds the index if one more entry would fill it past 3/4.
+    #[inline]
+    fn make_room(&mut self) {
+        while !self.index.has_room() {
+            self.index.rebuild(&self.recs);
+        }
     }
 
     /// Takes a class default's name (from [`default_name`](Self::default_name),
@@ -588,47 +868,48 @@ impl Names {
         let (base, number) = split(name);
         let id = self.table.intern(base);
         self.table.entries[id as usize].uses += 1;
-        Key::new(None, id, number)
+        let mut key = Key::new(None, id, number);
+        self.make_room();
+        (key.at, key.reuse) = self
+            .index
+            .probe(&self.recs, &key)
+            .expect("a class default's name is free");
+        key
     }
 
     /// Gives back a [`claim`](Self::claim)ed key that names no object.
     pub(crate) fn release(&mut self, key: Key) {
-        self.table.release(key.base());
+        self.table.release(key.base);
     }
 
     /// Names `obj` with a claimed key.
+    #[inline]
     pub(crate) fn insert(&mut self, obj: AnyObj, key: Key) {
-        let len = self.index.len();
-        if len == self.index.capacity() && self.stale >= len / 2 && self.stale > 0 {
-            self.compact();
-        }
-        if self.index.insert(key, obj).is_some() {
-            // `claim` refused a live holder, so this one was stale.
-            self.stale -= 1;
-        }
-        *self.slots.get_or_add(obj.index()) = Rec {
+        let id = self.recs.add(Rec {
             serial: obj.serial(),
-            base: key.base(),
-            number: key.number(),
-        };
-    }
-
-    /// Drops every stale entry of the index, in the map's own order.
-    fn compact(&mut self) {
-        let slots = &self.slots;
-        self.index.retain(|_, o| slots.holds(*o));
-        self.stale = 0;
+            base: key.base,
+            number: key.number,
+            outer: [key.outer as u32, (key.outer >> 32) as u32],
+            slot: obj.index(),
+        });
+        let index = &mut self.index;
+        index.entries[key.at] = index.entry(key.hash, id);
+        if key.reuse {
+            index.stale = index.stale.saturating_sub(1);
+        } else {
+            index.used += 1;
+        }
     }
 
     /// The name of the object in slot `index`, as one string.
     pub(crate) fn name_of(&self, index: u32) -> Option<Arc<str>> {
-        let r = self.slots.named(index)?;
+        let r = self.recs.named(index)?;
         Some(self.table.display(r.base, r.number).into_owned())
     }
 
     /// The name of the object in slot `index`.
     pub(crate) fn name(&self, index: u32) -> Option<Name> {
-        let r = self.slots.named(index)?;
+        let r = self.recs.named(index)?;
         Some(self.table.name(r.base, r.number))
     }
 
@@ -642,15 +923,10 @@ impl Names {
     /// the [module docs](self)).
     #[inline]
     pub(crate) fn remove(&mut self, index: u32) {
-        let Some(r) = self.slots.get_mut(index) else {
+        let Some(base) = self.recs.remove(index) else {
             return;
         };
-        if r.serial == 0 {
-            return;
-        }
-        r.serial = 0;
-        let base = r.base;
-        self.stale += 1;
+        self.index.stale += 1;
         self.table.release(base);
     }
 
@@ -727,9 +1003,9 @@ mod tests {
         assert_eq!(n.find(Some(world), "Hero"), None);
         assert_eq!(n.find(None, "Hero"), Some(b));
         n.remove(2);
-        assert_eq!(n.index.len(), n.stale, "every entry is stale");
-        n.compact();
-        assert!(n.index.is_empty());
+        assert_eq!(n.index.used, n.index.stale, "every entry is stale");
+        n.index.rebuild(&n.recs);
+        assert_eq!(n.index.used, 0);
         assert_eq!(n.strings(), 0, "the last use forgets the string");
         n.remove(2); // removing twice is harmless
     }
@@ -782,7 +1058,7 @@ mod tests {
         assert_eq!(n.table.entries.len(), 2);
         assert_eq!(n.strings(), 1);
         // And the index does not keep the stale entries of the churn.
-        assert!(n.index.capacity() <= 16, "{}", n.index.capacity());
+        assert!(n.index.entries.len() <= 16, "{}", n.index.entries.len());
     }
 
     #[test]
@@ -790,20 +1066,20 @@ mod tests {
         let mut n = Names::default();
         name(&mut n, obj(1), None, "A_1");
         n.remove(1);
-        assert_eq!((n.index.len(), n.stale), (1, 1));
+        assert_eq!((n.index.used, n.index.stale), (1, 1));
         assert_eq!(n.find(None, "A_1"), None, "a stale entry finds nothing");
         assert_eq!(n.name_of(1), None);
         // The same slot, a new object (next serial), the same name.
         let again = AnyObj::new(1, NonZeroU32::new((1 << 22) + 1).unwrap());
         name(&mut n, again, None, "A_1");
-        assert_eq!((n.index.len(), n.stale), (1, 0), "overwritten");
+        assert_eq!((n.index.used, n.index.stale), (1, 0), "overwritten");
         assert_eq!(n.find(None, "A_1"), Some(again));
         // Many live names, then all freed, then as many new ones: the index
         // stays within twice the most it held live.
         for i in 0..100 {
             name(&mut n, obj(10 + i), None, &format!("B_{i}"));
         }
-        let most = n.index.capacity();
+        let most = n.index.entries.len();
         for round in 1..10 {
             for i in 0..100 {
                 n.remove(10 + i);
@@ -812,7 +1088,7 @@ mod tests {
                 let o = AnyObj::new(10 + i, NonZeroU32::new((1 << 22) + round).unwrap());
                 name(&mut n, o, None, &format!("B_{}", round * 100 + i));
             }
-            assert!(n.index.capacity() <= 2 * most + 1, "round {round}");
+            assert!(n.index.entries.len() <= 2 * most, "round {round}");
             assert_eq!(
                 n.find(None, &format!("B_{}", round * 100 + 5))
                     .map(|o| o.index()),
@@ -842,6 +1118,41 @@ mod tests {
         n.release(key);
         assert_eq!(n.strings(), 1);
         assert_eq!(n.find(None, "Gone"), None);
+    }
+
+    #[test]
+    fn rebuilds_keep_exactly_the_live_names() {
+        // Packed slots and slots on pages of their own.
+        for spread in [1u32, PAGE as u32] {
+            let mut n = Names::default();
+            let at = |i: u32, round: u32| {
+                AnyObj::new(i * spread, NonZeroU32::new((1 << 22) + round).unwrap())
+            };
+            let outer = Some(obj(7));
+            for i in 0..600 {
+                let o = (i % 3 == 0).then_some(outer).flatten();
+                name(&mut n, at(i, 0), o, &format!("A_{i}"));
+            }
+            // Free two thirds, then name their slots again, under new names.
+            for i in (0..600).filter(|i| i % 3 != 1) {
+                n.remove(i * spread);
+            }
+            for i in (0..600).filter(|i| i % 3 == 2) {
+                name(&mut n, at(i, 1), None, &format!("B_{i}"));
+            }
+            n.index.rebuild(&n.recs);
+            assert_eq!((n.index.used, n.index.stale), (400, 0), "spread {spread}");
+            for i in 0..600u32 {
+                let o = (i % 3 == 0).then_some(outer).flatten();
+                let a = n.find(o, &format!("A_{i}"));
+                let b = n.find(None, &format!("B_{i}"));
+                match i % 3 {
+                    0 => assert_eq!((a, b), (None, None)),
+                    1 => assert_eq!((a, b), (Some(at(i, 0)), None)),
+                    _ => assert_eq!((a, b), (None, Some(at(i, 1)))),
+                }
+            }
+        }
     }
 
     #[test]

@@ -65,22 +65,40 @@ impl Heap {
         }
     }
 
+    #[inline]
     pub(super) fn create_full<T: Object>(
         &self,
         value: T,
         outer: Option<AnyObj>,
         name: Option<&NameArg>,
     ) -> Result<Obj<T>, Error> {
+        if let Some(name) = name {
+            return self.create_named(value, outer, name);
+        }
         if let Some(o) = outer {
             self.array.lookup(o, flags::DEAD)?;
         }
-        let Some(name) = name else {
-            let index = self.array.reserve().ok_or_else(|| self.cap_error())?;
-            return Ok(self.publish(index, value, outer, 0));
-        };
+        let index = self.array.reserve().ok_or_else(|| self.cap_error())?;
+        Ok(self.publish(index, value, outer, 0))
+    }
+
+    /// [`create_full`](Self::create_full) with a name.
+    fn create_named<T: Object>(
+        &self,
+        value: T,
+        outer: Option<AnyObj>,
+        name: &NameArg,
+    ) -> Result<Obj<T>, Error> {
+        // Start loading the name's index entry: it arrives while the outer
+        // is checked and the lock taken.
+        self.name_hint.prefetch(outer, name);
+        if let Some(o) = outer {
+            self.array.lookup(o, flags::DEAD)?;
+        }
         // Hold the name lock across creation so two threads cannot both take a name.
         let mut names = self.names.write();
         let key = names.claim(outer, name)?;
+        self.name_hint.update(&names);
         let index = match self.array.reserve() {
             Some(i) => i,
             None => {
@@ -89,11 +107,14 @@ impl Heap {
                 return Err(self.cap_error());
             }
         };
-        let h = self.publish_quiet(index, value, outer, 0);
+        // Filled with its NAMED flag: the record is in place before the lock
+        // goes, and nothing frees an object while the lock is held.
+        let h = self.publish_quiet(index, value, outer, flags::NAMED);
         names.insert(h.any(), key);
-        self.array.at(h.index()).set(flags::NAMED);
         drop(names);
-        self.notify_create(h.any());
+        if !self.listeners.create.is_empty() {
+            self.notify_create(h.any());
+        }
         Ok(h)
     }
 

@@ -25,7 +25,7 @@ use crate::handle::{AnyObj, Obj};
 use crate::inners::Inners;
 use crate::lifecycle::Caught;
 use crate::listener::{HookId, Listeners};
-use crate::names::{IntoName, NameArg, Names};
+use crate::names::{Hint as NameHint, IntoName, NameArg, Names};
 use crate::referencer::Referencer;
 use crate::serial;
 
@@ -61,6 +61,8 @@ pub struct Heap {
     array: ObjectArray,
     config: HeapConfig,
     names: RwLock<Names>,
+    /// Where the name index's entries are, for a prefetch before the lock.
+    name_hint: NameHint,
     /// The outer → inners index (objects created with an outer only), built
     /// on first need (`for_each_with_outer`, or a cycle with
     /// `GcConfig::outer_keeps_inners`) and kept from then on, so that programs
@@ -237,6 +239,7 @@ impl<'h, T: Object> Spawn<'h, T> {
         self
     }
     /// Creates the object.
+    #[inline]
     pub fn create(self) -> Result<Obj<T>, Error> {
         let h = self
             .heap
@@ -298,6 +301,7 @@ impl Heap {
         Ok(Heap {
             array,
             names: RwLock::new(Names::default()),
+            name_hint: NameHint::default(),
             inners: Mutex::new(Inners::default()),
             clusters: Mutex::new(Clusters::default()),
             inners_on: AtomicBool::new(false),
