@@ -14,7 +14,9 @@ use std::sync::atomic::Ordering;
 use coreobject::{AnyObj, Heap, Obj, Object, RefChain, RootKind};
 use serde::Serialize;
 
-use crate::model::{Actor, Asset, Component, Level, Package, Projectile, World};
+use crate::model::{
+    Actor, Asset, Component, Level, Package, Projectile, StaticContent, StaticProp, World,
+};
 use crate::stats::CollectionRecord;
 use crate::world::{GcMode, Sim};
 
@@ -98,6 +100,12 @@ fn edges_of(heap: &Heap, h: AnyObj, out: &mut Vec<AnyObj>) {
     } else if let Some(l) = get::<Level>(heap, h) {
         out.extend(l.actors.iter().map(|a| a.any()));
         out.extend(l.projectiles.iter().map(|p| p.any()));
+        out.extend(l.static_content.map(|c| c.any()));
+        out.extend(l.package.map(|p| p.any()));
+    } else if let Some(c) = get::<StaticContent>(heap, h) {
+        out.extend(c.props.iter().map(|p| p.any()));
+    } else if let Some(p) = get::<StaticProp>(heap, h) {
+        out.extend(p.components.iter().map(|c| c.any()));
     } else if let Some(a) = get::<Actor>(heap, h) {
         out.extend(a.root.map(|c| c.any()));
         out.extend(a.components.iter().map(|c| c.any()));
@@ -265,9 +273,21 @@ pub fn verify(
         ),
     ));
 
+    let pool: Vec<AnyObj> = heap
+        .iter()
+        .filter(|o| o.is_disregard())
+        .map(|o| o.id())
+        .collect();
+    let pool_assets = pool
+        .iter()
+        .filter(|&&o| {
+            let class = heap.class_of(o);
+            class == Some(Asset::class()) || class == Some(Package::class())
+        })
+        .count();
     let pool_ok = heap.disregard_len() as usize == sim.pool_objects
-        && heap.iter().filter(|o| o.is_disregard()).count() == sim.pool_objects
-        && heap.iter_of::<Asset>().count() + heap.iter_of::<Package>().count() == sim.pool_objects;
+        && pool.len() == sim.pool_objects
+        && pool_assets == sim.pool_objects;
     checks.push(check(
         "the disregard-for-GC pool is intact",
         pool_ok,
@@ -277,6 +297,8 @@ pub fn verify(
             heap.disregard_len()
         ),
     ));
+
+    checks.push(clusters(sim));
 
     let (ok, detail) = match chain {
         Some((actor, c)) => {
@@ -297,4 +319,228 @@ pub fn verify(
         detail,
     ));
     checks
+}
+
+/// The GC clusters: with `--clusters on`, every loaded level's package and
+/// static content are clusters of their own, their members are exactly the
+/// static objects the simulation knows to be alive (no actor, projectile or
+/// level in any), and the collector's bookkeeping check
+/// (`Heap::verify_clusters`) finds nothing; with `--clusters off`, there
+/// are none.
+pub fn clusters(sim: &Sim) -> Check {
+    let heap = &sim.heap;
+    let report = heap.cluster_report();
+    if !sim.settings.clusters.on() {
+        return check(
+            "GC clusters hold",
+            heap.clusters().is_empty() && sim.cluster_errors.is_empty(),
+            format!(
+                "clusters off: {} clusters (none expected); {} static objects unclustered",
+                report.clusters.len(),
+                sim.static_objects
+            ),
+        );
+    }
+    let violations = heap.verify_clusters();
+    let levels = sim.levels();
+    let mut unclustered = Vec::new();
+    for &l in &levels {
+        let level = &heap[l];
+        let roots = [
+            level.static_content.map(|c| c.any()),
+            level.package.map(|p| p.any()),
+        ];
+        for root in roots.into_iter().flatten() {
+            let own = heap.cluster_of(root).is_some_and(|c| {
+                c.root() == root && heap.cluster_members(c).first() == Some(&root)
+            });
+            if !own {
+                unclustered.push(heap.path_name(root).unwrap_or_default());
+            }
+        }
+    }
+    let dynamic = [Actor::class(), Projectile::class(), Level::class()];
+    let mut dynamic_members = 0;
+    for c in heap.clusters() {
+        for m in heap.cluster_members(c) {
+            if heap.class_of(m).is_some_and(|k| dynamic.contains(&k)) {
+                dynamic_members += 1;
+            }
+        }
+    }
+    let ok = violations.is_empty()
+        && unclustered.is_empty()
+        && dynamic_members == 0
+        && report.clusters.len() == 2 * levels.len()
+        && report.total_members == sim.static_objects
+        && sim.pending_clusters.is_empty()
+        && sim.cluster_errors.is_empty();
+    check(
+        "GC clusters hold",
+        ok,
+        format!(
+            "{} clusters for {} levels (a package and static content each), {} members for {} \
+             static objects alive; {} members of dynamic classes; {} loaded levels' roots not \
+             clustered{}; verify_clusters found {}{}; {} waiting; {} errors{}",
+            report.clusters.len(),
+            levels.len(),
+            report.total_members,
+            sim.static_objects,
+            dynamic_members,
+            unclustered.len(),
+            unclustered
+                .first()
+                .map(|n| format!(", e.g. {n}"))
+                .unwrap_or_default(),
+            violations.len(),
+            violations
+                .first()
+                .map(|v| format!(", e.g. {v:?}"))
+                .unwrap_or_default(),
+            sim.pending_clusters.len(),
+            sim.cluster_errors.len(),
+            sim.cluster_errors
+                .first()
+                .map(|e| format!(", e.g. {e}"))
+                .unwrap_or_default()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    //! The GC clusters in a small world, and checks that catch a cluster
+    //! keeping something alive that it should not.
+
+    use std::time::Duration;
+
+    use super::{chain_subject, verify, Check};
+    use crate::model::{Component, ComponentKind, Transform};
+    use crate::world::{Clusters, GcMode, Settings, Sim};
+
+    /// Builds a small world, runs `frames` frames (levels stream at a third
+    /// and two thirds of them), finishes collecting, and runs every check.
+    fn run(gc: GcMode, clusters: Clusters, frames: u32) -> (Sim, Vec<Check>) {
+        let mut sim = Sim::new(Settings {
+            objects: 3_000,
+            frames,
+            seed: 9,
+            gc,
+            budget: Duration::from_micros(200),
+            young_threshold: None,
+            clusters,
+        })
+        .unwrap();
+        let mut records = Vec::new();
+        for f in 0..frames {
+            records.extend(sim.step(f).unwrap().1);
+        }
+        records.extend(sim.final_collection(frames).unwrap().records);
+        let checks = recheck(&sim, &records);
+        (sim, checks)
+    }
+
+    fn recheck(sim: &Sim, records: &[crate::stats::CollectionRecord]) -> Vec<Check> {
+        let subject = chain_subject(sim);
+        let chains = subject
+            .map(|a| sim.heap.reference_chains(a, 1))
+            .unwrap_or_default();
+        verify(sim, records, subject.zip(chains.first()))
+    }
+
+    fn all_ok(checks: &[Check]) {
+        for c in checks {
+            assert!(c.ok, "{}: {}", c.name, c.detail);
+        }
+    }
+
+    fn failed<'a>(checks: &'a [Check], name: &str) -> &'a Check {
+        let c = checks.iter().find(|c| c.name == name).unwrap();
+        assert!(!c.ok, "{name} should fail: {}", c.detail);
+        c
+    }
+
+    /// With clusters on, in every collector mode: each loaded level's
+    /// package and static content are clusters, the bookkeeping check finds
+    /// nothing, the clusters of unloaded levels went with them, and every
+    /// invariant holds (known-dead static content was freed on time).
+    #[test]
+    fn clusters_hold_in_every_mode() {
+        for gc in [GcMode::Full, GcMode::Incremental, GcMode::Generational] {
+            let (sim, checks) = run(gc, Clusters::On, 45);
+            all_ok(&checks);
+            let heap = &sim.heap;
+            assert_eq!(heap.clusters().len(), 2 * sim.levels().len(), "{gc:?}");
+            assert!(heap.verify_clusters().is_empty(), "{gc:?}");
+            let c = &sim.counters;
+            assert_eq!(c.levels_unloaded, 2, "{gc:?}");
+            assert_eq!(c.clusters_created, 2 * c.levels_loaded, "{gc:?}");
+            let report = heap.cluster_report();
+            assert!(report.total_members > heap.len() / 2, "{gc:?}: {report}");
+            assert_eq!(report.total_members, sim.static_objects, "{gc:?}");
+            for l in sim.levels() {
+                let sc = heap[l].static_content.unwrap();
+                let cluster = heap.cluster_of(sc).unwrap();
+                assert_eq!(cluster.root(), sc.any());
+                let props = heap[sc].props.len();
+                assert!(heap.cluster_members(cluster).len() > props, "{gc:?}");
+            }
+        }
+    }
+
+    /// Clusters off: the same world (stop-the-world runs are
+    /// deterministic), with no cluster, every check holding.
+    #[test]
+    fn clusters_off_builds_the_same_world() {
+        let (on, _) = run(GcMode::Full, Clusters::On, 30);
+        let (off, checks) = run(GcMode::Full, Clusters::Off, 30);
+        all_ok(&checks);
+        assert!(off.heap.clusters().is_empty());
+        assert_eq!(off.counters.clusters_created, 0);
+        assert_eq!(on.counters.objects_created, off.counters.objects_created);
+        assert_eq!(on.heap.len(), off.heap.len());
+        assert_eq!(on.static_objects, off.static_objects);
+    }
+
+    /// The checks fail when a cluster keeps an unreachable object alive (a
+    /// cluster is kept whole), and when a loaded level's static content is
+    /// not clustered.
+    #[test]
+    fn the_checks_catch_a_cluster_gone_wrong() {
+        let (mut sim, checks) = run(GcMode::Full, Clusters::On, 20);
+        all_ok(&checks);
+        let level = sim.levels()[0];
+        let sc = sim.heap[level].static_content.unwrap();
+        let cluster = sim.heap.cluster_of(sc).unwrap();
+        // An object nothing references, added to the cluster: it survives
+        // the collection with its cluster, unreachable.
+        let stray = sim.heap.create(Component {
+            kind: ComponentKind::Scene,
+            attach_parent: None,
+            asset: None,
+            material: None,
+            relative: Transform::default(),
+        });
+        sim.counters.objects_created += 1;
+        sim.heap.add_to_cluster(cluster, stray).unwrap();
+        let stats = sim.heap.collect().unwrap();
+        assert_eq!(stats.freed, 0);
+        assert!(sim.heap.contains(stray));
+        let checks = recheck(&sim, &[]);
+        failed(&checks, "only reachable objects survive");
+        failed(&checks, "GC clusters hold");
+
+        // A loaded level's package no longer clustered.
+        let (mut sim, _) = run(GcMode::Full, Clusters::On, 20);
+        let package = sim.heap[sim.levels()[1]].package.unwrap();
+        let cluster = sim.heap.cluster_of(package).unwrap();
+        sim.heap.dissolve_cluster(cluster).unwrap();
+        let checks = recheck(&sim, &[]);
+        let c = failed(&checks, "GC clusters hold");
+        assert!(
+            c.detail.contains("1 loaded levels' roots not clustered"),
+            "{}",
+            c.detail
+        );
+    }
 }

@@ -2,7 +2,11 @@
 //!
 //! A rooted world holds streamed levels full of actors and their components;
 //! actors hold assets from the disregard-for-GC pool and track each other
-//! through weak handles. Every frame actors spawn, die (marked as garbage or
+//! through weak handles. Two objects in three are static level content
+//! (props, their components and each level's package of assets), created
+//! when a level loads and freed when it unloads; with `--clusters on` (the
+//! default) each level's static content and package are GC clusters, made
+//! at load, and `--clusters off` builds the same world without them. Every frame actors spawn, die (marked as garbage or
 //! detached from their level), retarget and fire projectiles, and the
 //! collector runs when its policy says so ([`coreobject::Heap::tick`]):
 //! generationally by default (minor cycles over the objects created since
@@ -22,6 +26,7 @@
 //! ```sh
 //! cargo run --release -p coreobject-demo -- --objects 100000 --frames 600 --seed 1 --out out
 //! cargo run --release -p coreobject-demo -- --gc full --trace out/trace.json
+//! cargo run --release -p coreobject-demo -- --gc full --clusters off
 //! ```
 
 mod chart;
@@ -43,15 +48,19 @@ use clap::Parser;
 use coreobject::MemoryReport;
 
 use crate::progress::{GcSoFar, Progress};
-use crate::report::{ByKind, Chain, CycleShape, PeakMemory, RunReport, RunSettings, Timing};
+use crate::report::{
+    ByKind, Chain, ClusterSummary, CycleShape, PeakMemory, RunReport, RunSettings, Timing,
+};
 use crate::stats::{micros, rss_bytes, GcPerFrame, Percentiles};
-use crate::world::{FinalGc, GcMode, Settings, Sim, Span, DT, GC_INTERVAL};
+use crate::world::{Clusters, FinalGc, GcMode, Settings, Sim, Span, DT, GC_INTERVAL};
 
 /// Simulates a game world on coreobject and reports on its garbage collector.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Cli {
-    /// Target population: objects alive at once (it rises and falls by 20%).
+    /// Target population: objects alive at once. Two in three are static
+    /// level content, loaded with the levels; the dynamic rest (actors,
+    /// their components, projectiles) rises and falls by 20%.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(100..=100_000_000))]
     objects: u64,
     /// Frames to simulate (60 a simulated second).
@@ -85,6 +94,12 @@ struct Cli {
     /// least 256).
     #[arg(long, value_name = "OBJECTS", value_parser = clap::value_parser!(u64).range(1..))]
     young_threshold: Option<u64>,
+    /// GC clusters: on makes each level's static content (its props and
+    /// their components) and its package of assets a cluster when the level
+    /// loads, which the collector keeps or frees whole; off builds the same
+    /// world without clusters, to compare.
+    #[arg(long, value_enum, default_value_t = Clusters::On)]
+    clusters: Clusters,
     /// Also write a Chrome trace-event file here (opens in Perfetto and
     /// chrome://tracing): game logic and collector slices per frame, and
     /// the live-object count.
@@ -133,11 +148,13 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         gc: cli.gc,
         budget: Duration::from_secs_f64(cli.budget_ms / 1000.0),
         young_threshold: cli.young_threshold.map(usize::try_from).transpose()?,
+        clusters: cli.clusters,
     };
     eprintln!(
-        "building a world of {} objects (seed {}, {} collection{})...",
+        "building a world of {} objects (seed {}, clusters {}, {} collection{})...",
         report::thousands(cli.objects),
         cli.seed,
+        cli.clusters.name(),
         cli.gc.name(),
         if cli.gc.sliced() {
             format!(
@@ -156,10 +173,11 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
     let svg = cli.out.join("pauses.svg");
     let json = cli.out.join("stats.json");
     let title = format!(
-        "coreobject-demo: {} frames, {} objects target, seed {}, {} collection{}",
+        "coreobject-demo: {} frames, {} objects target, seed {}, clusters {}, {} collection{}",
         cli.frames,
         report::thousands(cli.objects),
         cli.seed,
+        cli.clusters.name(),
         cli.gc.name(),
         if cli.gc.sliced() {
             format!(" ({} ms budget)", cli.budget_ms)
@@ -297,6 +315,8 @@ fn simulate(
             gc: sim.settings.gc,
             gc_young_threshold: world::young_threshold(&sim.settings),
             budget_ms: budget_us / 1000.0,
+            clusters: sim.settings.clusters,
+            static_share: world::STATIC_SHARE,
         },
         timing: Timing {
             setup_s: setup.as_secs_f64(),
@@ -333,6 +353,7 @@ fn simulate(
         freed_bytes: totals.total_freed_bytes,
         counters: sim.counters.clone(),
         top_classes: sim.heap.class_counts(),
+        clusters: ClusterSummary::of(&sim),
         memory: (&memory_report).into(),
         reference_chain,
         table: sim.heap.table_stats().into(),
@@ -361,7 +382,7 @@ fn raise_peak(peak: &mut Option<(u64, u32)>, sample: Option<u64>, frame: u32) {
 mod tests {
     use std::time::Duration;
 
-    use super::{simulate, GcMode, Progress, Settings};
+    use super::{simulate, Clusters, GcMode, Progress, Settings};
     use crate::report::RunReport;
 
     fn small(objects: usize, frames: u32, seed: u64, gc: GcMode, budget: Duration) -> RunReport {
@@ -372,6 +393,7 @@ mod tests {
             gc,
             budget,
             young_threshold: None,
+            clusters: Clusters::On,
         };
         simulate(settings, &Progress::hidden()).unwrap().0
     }

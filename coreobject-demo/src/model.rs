@@ -8,15 +8,27 @@
 //!
 //! ```text
 //! World (rooted) ── levels ──▶ Level ── actors ──────▶ Actor ── components ──▶ Component
-//!   │                           └──── projectiles ──▶ Projectile   │  owner (strong, same level)
-//!   └─ registry ──▶ Asset (disregard-for-GC pool)                  │  targets (weak)
-//!                     ▲                                            │  loadout.* ──▶ Asset
-//!                     └──────────── mesh / material ───────────────┘
+//!   │                           │ └──── projectiles ──▶ Projectile   │  owner (strong, same level)
+//!   │                           │                                    │  targets (weak)
+//!   │                           │                                    │  loadout.* ──▶ Asset (pool)
+//!   │                           ├─ static_content ──▶ StaticContent ── props ──▶ StaticProp ── components ──▶ Component
+//!   │                           └─ package ─────────▶ Package ── assets ──▶ Asset (the level's own) ◀── mesh / material
+//!   └─ registry ──▶ Asset (disregard-for-GC pool) ◀── mesh / material of actors' components (and of some props')
 //! ```
 //!
-//! Outers: an actor's outer is its level, a component's outer is its actor,
-//! a level's outer is the world, an asset's outer is its package. An object
-//! keeps its outer alive.
+//! Outers: an actor's outer is its level, a component's outer is its actor
+//! (or its static prop), a static prop's outer is its level's static
+//! content, whose outer is the level, as is the level's package's; a level's
+//! outer is the world, an asset's outer is its package. An object keeps its
+//! outer alive.
+//!
+//! What is static and what is dynamic: a level's static content (its props
+//! and their components) and its package (its assets) are created when the
+//! level loads and live exactly as long as it, so with `--clusters on` each
+//! is made a GC cluster at load. Levels, actors and projectiles change
+//! every frame and die on their own: their classes opt out of clusters
+//! (`#[object(cluster = false)]`), so a cluster's search stops at them and
+//! a cluster never keeps a dead actor alive.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,8 +47,11 @@ pub struct World {
     pub frame: u64,
 }
 
-/// A streamed level: owns its actors and projectiles.
+/// A streamed level: owns its actors and projectiles, its static content
+/// and its package. Its actor list changes every frame, so it never joins a
+/// GC cluster (the search from its static content stops here).
 #[derive(Object)]
+#[object(cluster = false)]
 pub struct Level {
     /// The level's number (its name is `Level_<number>`).
     pub number: u32,
@@ -45,6 +60,43 @@ pub struct Level {
     pub actors: Vec<Obj<Actor>>,
     /// Projectiles in flight.
     pub projectiles: Vec<Obj<Projectile>>,
+    /// What was placed in the level at load and stays until it unloads.
+    pub static_content: Option<Obj<StaticContent>>,
+    /// The level's own assets, loaded and unloaded with it.
+    pub package: Option<Obj<Package>>,
+}
+
+/// A level's static content: the root of its props, created when the level
+/// loads (with `--clusters on`, the root of a GC cluster). Its outer is the
+/// level.
+#[derive(Object)]
+pub struct StaticContent {
+    /// The props placed in the level.
+    pub props: Vec<Obj<StaticProp>>,
+}
+
+/// What a static prop is; decides its components.
+#[derive(Trace, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PropKind {
+    /// A mesh with a collider: walls, rocks, buildings.
+    Geometry,
+    /// A mesh only: decoration, foliage.
+    Decoration,
+    /// A light: a scene component and a mesh.
+    Light,
+}
+
+/// A prop placed in a level at load (Unreal's static mesh actors): never
+/// moves, never dies before its level. Its outer is the level's static
+/// content; its components' outer is the prop.
+#[derive(Object)]
+pub struct StaticProp {
+    /// What it is.
+    pub kind: PropKind,
+    /// Where it stands.
+    pub transform: Transform,
+    /// Its components (the root first).
+    pub components: Vec<Obj<Component>>,
 }
 
 /// What kind of actor this is; decides its components.
@@ -97,9 +149,11 @@ pub struct Loadout {
     pub ammo: u32,
 }
 
-/// A game actor. Its outer is its level.
+/// A game actor. Its outer is its level. Actors spawn and die during play,
+/// so they never join a GC cluster (a cluster is kept or freed whole: a dead
+/// actor in one would live as long as it).
 #[derive(Object)]
-#[object(lifecycle)]
+#[object(lifecycle, cluster = false)]
 pub struct Actor {
     /// Unique number (its name is `<Archetype>_<id>`).
     pub id: u64,
@@ -153,7 +207,7 @@ pub enum ComponentKind {
     Socket,
 }
 
-/// A part of an actor. Its outer is its actor.
+/// A part of an actor or of a static prop. Its outer is its actor or prop.
 #[derive(Object)]
 pub struct Component {
     /// What it does.
@@ -168,8 +222,10 @@ pub struct Component {
     pub relative: Transform,
 }
 
-/// A short-lived projectile, held by its level until it expires.
+/// A short-lived projectile, held by its level until it expires (never in a
+/// GC cluster).
 #[derive(Object)]
+#[object(cluster = false)]
 pub struct Projectile {
     /// Who fired it (weak: the shooter may die first).
     pub instigator: Weak<Actor>,
@@ -181,7 +237,9 @@ pub struct Projectile {
     pub ttl: u16,
 }
 
-/// A content package in the disregard-for-GC pool; the outer of its assets.
+/// A content package: the outer of its assets. The shared packages live in
+/// the disregard-for-GC pool; each level has one of its own, loaded and
+/// unloaded with it (with `--clusters on`, a GC cluster).
 #[derive(Object)]
 pub struct Package {
     /// The package's assets.
@@ -201,7 +259,8 @@ pub enum AssetKind {
     Sound,
 }
 
-/// A loaded asset in the disregard-for-GC pool: never collected.
+/// A loaded asset: in the disregard-for-GC pool (never collected), or in a
+/// level's package (collected with it).
 #[derive(Object)]
 pub struct Asset {
     /// What it is.

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::check::Check;
 use crate::stats::{CollectionRecord, Counters, FrameRecord, GcPerFrame, Percentiles};
-use crate::world::GcMode;
+use crate::world::{Clusters, GcMode, Sim};
 
 /// What the run was asked to do.
 #[derive(Clone, Debug, Serialize)]
@@ -34,6 +34,48 @@ pub struct RunSettings {
     pub gc_young_threshold: Option<usize>,
     /// The per-frame budget, in milliseconds (enforced when incremental).
     pub budget_ms: f64,
+    /// Whether levels' static content and packages were GC clusters:
+    /// `"on"` or `"off"`.
+    pub clusters: Clusters,
+    /// Share of the target population that is static level content.
+    pub static_share: f64,
+}
+
+/// The GC clusters at the end of the run (`Heap::cluster_report`) and the
+/// static content they hold.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ClusterSummary {
+    /// Clusters alive at the end.
+    pub clusters: usize,
+    /// Their members.
+    pub members: usize,
+    /// References from members to objects outside their cluster.
+    pub external_refs: usize,
+    /// The largest cluster's members.
+    pub largest: usize,
+    /// Static objects alive at the end (the loaded levels' static content
+    /// and packages): the members, with clusters on.
+    pub static_objects: usize,
+    /// Clusters made during the run (unloaded levels' included).
+    pub created: u64,
+    /// Times one waited for a cycle in flight to complete.
+    pub deferred: u64,
+}
+
+impl ClusterSummary {
+    /// The clusters of `sim`'s heap now.
+    pub fn of(sim: &Sim) -> ClusterSummary {
+        let r = sim.heap.cluster_report();
+        ClusterSummary {
+            clusters: r.clusters.len(),
+            members: r.total_members,
+            external_refs: r.total_external_refs,
+            largest: r.clusters.iter().map(|c| c.members).max().unwrap_or(0),
+            static_objects: sim.static_objects,
+            created: sim.counters.clusters_created,
+            deferred: sim.counters.clusters_deferred,
+        }
+    }
 }
 
 /// Wall-clock times of the run's phases, in seconds.
@@ -406,6 +448,8 @@ pub struct RunReport {
     pub counters: Counters,
     /// Live objects per class, most numerous first.
     pub top_classes: Vec<(&'static str, usize)>,
+    /// The GC clusters at the end.
+    pub clusters: ClusterSummary,
     /// The memory report.
     pub memory: Memory,
     /// Why one actor is alive.
@@ -492,10 +536,11 @@ impl RunReport {
         };
         let _ = writeln!(
             s,
-            "coreobject-demo: {} frames, target {} objects, seed {}",
+            "coreobject-demo: {} frames, target {} objects, seed {}, clusters {}",
             self.settings.frames,
             thousands(self.settings.objects as u64),
-            self.settings.seed
+            self.settings.seed,
+            self.settings.clusters.name()
         );
         let _ = writeln!(s);
         row(
@@ -524,13 +569,48 @@ impl RunReport {
             &mut s,
             "objects created",
             format!(
-                "{} ({} actors, {} components, {} projectiles, {} in the pool)",
+                "{} ({} actors, {} static props, {} components, {} projectiles, {} in the pool)",
                 thousands(c.objects_created),
                 thousands(c.actors_spawned),
+                thousands(c.static_props_created),
                 thousands(c.components_created),
                 thousands(c.projectiles_fired),
                 self.table.disregard
             ),
+        );
+        let cl = &self.clusters;
+        row(
+            &mut s,
+            "static content",
+            format!(
+                "{} objects live at the end ({:.0}% of the live objects: levels' props, their \
+                 components and packages, {:.0}% of the target population)",
+                thousands(cl.static_objects as u64),
+                100.0 * cl.static_objects as f64 / self.live_end.max(1) as f64,
+                100.0 * self.settings.static_share
+            ),
+        );
+        row(
+            &mut s,
+            "GC clusters",
+            match self.settings.clusters {
+                Clusters::On => format!(
+                    "on: {} clusters, {} members (largest {}), {} external references at the \
+                     end; {} made during the run ({} waits for a cycle in flight); collecting \
+                     {:.3} s in all",
+                    thousands(cl.clusters as u64),
+                    thousands(cl.members as u64),
+                    thousands(cl.largest as u64),
+                    thousands(cl.external_refs as u64),
+                    cl.created,
+                    cl.deferred,
+                    self.timing.gc_s
+                ),
+                Clusters::Off => format!(
+                    "off: the same static content, not clustered; collecting {:.3} s in all",
+                    self.timing.gc_s
+                ),
+            },
         );
         row(
             &mut s,

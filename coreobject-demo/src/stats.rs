@@ -15,6 +15,14 @@ pub struct Counters {
     pub components_created: u64,
     /// Projectiles fired.
     pub projectiles_fired: u64,
+    /// Static props placed by levels as they loaded.
+    pub static_props_created: u64,
+    /// GC clusters made (`--clusters on`): a level's package and its static
+    /// content each.
+    pub clusters_created: u64,
+    /// Times a cluster waited because a cycle was in flight (clusters are
+    /// made between cycles).
+    pub clusters_deferred: u64,
     /// Projectiles that expired and were dropped by their level.
     pub projectiles_expired: u64,
     /// Actors killed with `mark_as_garbage`.

@@ -5,7 +5,9 @@
 //! 1. levels drop stale entries from their actor lists (actors marked as
 //!    garbage resolve to nothing, and are pruned here);
 //! 2. at two points in the run a level is unloaded (removed from the world,
-//!    so everything in it becomes unreachable) and a fresh one is loaded;
+//!    so everything in it becomes unreachable, its static content and its
+//!    package included) and a fresh one is loaded, with its own static
+//!    content and package;
 //! 3. a share of the actors die: most are marked as garbage, the rest are
 //!    detached from their level (collected unless another actor still owns
 //!    them strongly);
@@ -21,7 +23,22 @@
 //!    were created since the last cycle. With `--gc full` the cycle runs
 //!    whole, stop-the-world, in that tick; with `--gc incremental` and
 //!    `--gc generational` each tick runs one slice of at most the budget, so
-//!    a cycle spans several frames.
+//!    a cycle spans several frames;
+//! 8. with `--clusters on`, the static content and package of a level loaded
+//!    while a cycle was in flight become GC clusters once it has completed
+//!    (clusters are made between cycles).
+//!
+//! **Static and dynamic objects.** [`STATIC_SHARE`] of the target
+//! population is static level content: each level, when it loads, places
+//! props (static meshes, geometry, lights, each with its components) and
+//! loads a package of its own assets. They live exactly as long as the
+//! level, so a game clusters them at load (Unreal clusters a level's static
+//! actors and a package's assets): with `--clusters on` (the default) each
+//! level's static content and its package are GC clusters, which the
+//! collector keeps or frees whole. The rest of the population, actors with
+//! their components and projectiles, is dynamic: it spawns, dies and
+//! churns every frame, and is never clustered (its classes opt out).
+//! `--clusters off` builds the same world without clusters.
 //!
 //! Every handle of an object the simulation knows is dead (actors it marked
 //! as garbage and their components, expired projectiles, unloaded levels and
@@ -45,14 +62,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use coreobject::{
-    AnyObj, CollectStats, CycleKind, Error, GcConfig, Heap, HeapConfig, Name, Obj, Object,
-    ObjectEvent, Phase, ResolveError, Tick, Trigger,
+    AnyObj, ClusterError, CollectStats, CycleKind, Error, GcConfig, Heap, HeapConfig, Name, Obj,
+    Object, ObjectEvent, Phase, ResolveError, Tick, Trigger,
 };
 use serde::Serialize;
 
 use crate::model::{
     Actor, Archetype, Asset, AssetKind, Component, ComponentKind, Level, Loadout, Package,
-    Projectile, Transform, World,
+    Projectile, PropKind, StaticContent, StaticProp, Transform, World,
 };
 use crate::stats::{micros, rss_bytes, CollectionRecord, Counters, FrameRecord};
 
@@ -62,6 +79,17 @@ pub const DT: Duration = Duration::from_nanos(16_666_667);
 pub const GC_INTERVAL: Duration = Duration::from_millis(500);
 /// Levels loaded at once.
 const LEVELS: u32 = 8;
+/// Share of the target population that is static level content (props and
+/// their components, and each level's package of assets), created when a
+/// level loads and freed when it unloads. In a game level, placed static
+/// geometry outnumbers what moves and dies; two objects in three is on the
+/// low side of that.
+pub const STATIC_SHARE: f64 = 2.0 / 3.0;
+/// Meshes (each with its material and texture) in a level's own package.
+const LEVEL_PACKAGE_MESHES: usize = 16;
+/// Chance that a static prop's mesh is a shared one from the pool rather
+/// than one of its level's package.
+const SHARED_MESH_CHANCE: f64 = 0.2;
 /// Share of actors that die each frame.
 const CHURN: f64 = 0.015;
 /// Share of deaths that are `mark_as_garbage` (the rest are detachments).
@@ -135,6 +163,32 @@ pub fn young_threshold(settings: &Settings) -> Option<usize> {
     })
 }
 
+/// Whether the demo makes GC clusters (`--clusters`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Clusters {
+    /// Each level's static content and its package become GC clusters when
+    /// the level loads.
+    On,
+    /// The same world, without clusters.
+    Off,
+}
+
+impl Clusters {
+    /// Whether clusters are made.
+    pub fn on(self) -> bool {
+        self == Clusters::On
+    }
+
+    /// `"on"` or `"off"`, as `--clusters` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Clusters::On => "on",
+            Clusters::Off => "off",
+        }
+    }
+}
+
 /// What the user asked for.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -152,6 +206,25 @@ pub struct Settings {
     /// Generational mode: objects created since the last cycle that start a
     /// minor one; `None` for the default ([`young_threshold`]).
     pub young_threshold: Option<usize>,
+    /// Whether levels' static content and packages become GC clusters.
+    pub clusters: Clusters,
+}
+
+impl Settings {
+    /// Static objects each level loads with (its props with their
+    /// components, and its package): [`STATIC_SHARE`] of the target
+    /// population, spread over the levels.
+    pub fn static_per_level(&self) -> usize {
+        (self.objects as f64 * STATIC_SHARE / f64::from(LEVELS)) as usize
+    }
+
+    /// The dynamic part of the target population (actors, their components
+    /// and projectiles), before the waves.
+    pub fn dynamic_objects(&self) -> usize {
+        self.objects
+            .saturating_sub(self.static_per_level() * LEVELS as usize)
+            .max(1)
+    }
 }
 
 /// The collector policy the demo runs with: start a major cycle every
@@ -217,7 +290,8 @@ pub struct FinalGc {
     pub collect: Span,
 }
 
-/// Pool assets by what components and loadouts use them for.
+/// Assets by what components and loadouts use them for (the pool's, or a
+/// level package's).
 #[derive(Default)]
 struct Assets {
     meshes: Vec<Obj<Asset>>,
@@ -234,6 +308,10 @@ enum Grave {
     Component(Obj<Component>),
     Projectile(Obj<Projectile>),
     Level(Obj<Level>),
+    StaticContent(Obj<StaticContent>),
+    StaticProp(Obj<StaticProp>),
+    Package(Obj<Package>),
+    Asset(Obj<Asset>),
 }
 
 /// Whether `h`'s object has been freed: not just hidden as garbage, but gone.
@@ -271,6 +349,9 @@ struct Bases {
     muzzle: Name,
     body: Name,
     wheel: Name,
+    static_content: Name,
+    prop: Name,
+    content: Name,
 }
 
 impl Bases {
@@ -290,6 +371,9 @@ impl Bases {
             muzzle: n("Muzzle")?,
             body: n("Body")?,
             wheel: n("Wheel")?,
+            static_content: n("StaticContent")?,
+            prop: n("Prop")?,
+            content: n("Content")?,
         })
     }
 
@@ -332,6 +416,14 @@ pub struct Sim {
     pub recent_detached: VecDeque<Obj<Actor>>,
     /// Objects in the disregard-for-GC pool.
     pub pool_objects: usize,
+    /// Static objects alive: the loaded levels' static content and packages
+    /// (with `--clusters on`, the clusters' members).
+    pub static_objects: usize,
+    /// Cluster roots (levels' packages and static content) waiting for the
+    /// cycle in flight to complete before they are clustered.
+    pub pending_clusters: Vec<AnyObj>,
+    /// Cluster operations that failed other than for a cycle in flight.
+    pub cluster_errors: Vec<String>,
     /// When the run started: the trace's time zero.
     pub epoch: Instant,
     /// Objects freed, summed over every tick's `Tick::freed` and the final
@@ -349,7 +441,8 @@ pub struct Sim {
     next_level: u32,
     /// Name bases interned once, so naming an object does no string work.
     names: Bases,
-    /// Objects the simulation considers alive (in a level, not killed).
+    /// Dynamic objects the simulation considers alive (actors in a level,
+    /// not killed, their components, projectiles in flight).
     population: usize,
     /// Handles of objects that died since the last cycle started: the next
     /// cycle to start must free them.
@@ -421,6 +514,9 @@ impl Sim {
             marked_garbage: HashSet::new(),
             recent_detached: VecDeque::new(),
             pool_objects,
+            static_objects: 0,
+            pending_clusters: Vec::new(),
+            cluster_errors: Vec::new(),
             epoch,
             tick_freed: 0,
             protocol_errors: Vec::new(),
@@ -438,7 +534,7 @@ impl Sim {
         for _ in 0..LEVELS {
             sim.load_level()?;
         }
-        while sim.population < sim.settings.objects {
+        while sim.population < sim.settings.dynamic_objects() {
             let level = sim.pick_spawn_level();
             sim.spawn_actor(level)?;
         }
@@ -494,6 +590,7 @@ impl Sim {
         let tick_wall = t1.elapsed();
 
         let collection = self.after_tick(frame, &tick);
+        self.make_pending_clusters();
         let gc_kind = match &collection {
             Some(c) => Some(c.kind),
             None => self.cycle_kind().map(kind_name),
@@ -627,6 +724,7 @@ impl Sim {
             };
             drain = Some((span, micros(gc)));
         }
+        self.make_pending_clusters();
         let t = Instant::now();
         let s = self.heap.collect()?;
         let collect = Span {
@@ -670,6 +768,10 @@ impl Sim {
                 Grave::Component(h) => freed(&self.heap, h),
                 Grave::Projectile(h) => freed(&self.heap, h),
                 Grave::Level(h) => freed(&self.heap, h),
+                Grave::StaticContent(h) => freed(&self.heap, h),
+                Grave::StaticProp(h) => freed(&self.heap, h),
+                Grave::Package(h) => freed(&self.heap, h),
+                Grave::Asset(h) => freed(&self.heap, h),
             };
             let garbage = matches!(g, Grave::Actor(h) if self.marked_garbage.contains(&h.any()));
             if ok {
@@ -701,7 +803,8 @@ impl Sim {
 
     // ----- the world's structure ------------------------------------------
 
-    /// Creates a level, adds it to the world, and returns it.
+    /// Creates a level with its package and static content, adds it to the
+    /// world, clusters what it loaded (with `--clusters on`), and returns it.
     fn load_level(&mut self) -> Result<Obj<Level>, Error> {
         let number = self.next_level;
         self.next_level += 1;
@@ -711,14 +814,184 @@ impl Sim {
                 number,
                 actors: Vec::new(),
                 projectiles: Vec::new(),
+                static_content: None,
+                package: None,
             })
             .outer(self.world)
             .name(self.names.level.with_number(number))
             .create()?;
         self.counters.objects_created += 1;
         self.counters.levels_loaded += 1;
+        let quota = self.settings.static_per_level();
+        let created_before = self.counters.objects_created;
+        let (package, assets) = self.load_level_package(level, number)?;
+        let static_content = self
+            .heap
+            .spawn(StaticContent { props: Vec::new() })
+            .outer(level)
+            .name(self.names.static_content)
+            .create()?;
+        self.counters.objects_created += 1;
+        let mut props = Vec::new();
+        let mut made = (self.counters.objects_created - created_before) as usize;
+        while made < quota {
+            let prop = self.static_prop(static_content, props.len() as u32, &assets)?;
+            made += 1 + self.heap[prop].components.len();
+            props.push(prop);
+        }
+        self.counters.static_props_created += props.len() as u64;
+        self.heap[static_content].props = props;
+        let l = &mut self.heap[level];
+        l.static_content = Some(static_content);
+        l.package = Some(package);
+        self.static_objects += (self.counters.objects_created - created_before) as usize;
         self.heap[self.world].levels.push(level);
+        if self.settings.clusters.on() {
+            // The package first: the static content's cluster then stops at
+            // the package's assets rather than take them in.
+            self.pending_clusters
+                .extend([package.any(), static_content.any()]);
+            self.make_pending_clusters();
+        }
         Ok(level)
+    }
+
+    /// Loads a level's own package: textures, materials and meshes used by
+    /// its static props only.
+    fn load_level_package(
+        &mut self,
+        level: Obj<Level>,
+        number: u32,
+    ) -> Result<(Obj<Package>, Assets), Error> {
+        let package = self
+            .heap
+            .spawn(Package { assets: Vec::new() })
+            .outer(level)
+            .name(self.names.content)
+            .create()?;
+        self.counters.objects_created += 1;
+        let mut assets = Assets::default();
+        for i in 0..LEVEL_PACKAGE_MESHES {
+            let mut make = |heap: &Heap, kind: AssetKind, prefix: &str, deps: Vec<Obj<Asset>>| {
+                heap.spawn(Asset {
+                    kind,
+                    size_kb: self.rng.u32(16..4096),
+                    deps,
+                })
+                .outer(package)
+                .name(format!("{prefix}_L{number}_{i:02}"))
+                .create()
+            };
+            let t = make(&self.heap, AssetKind::Texture, "T", Vec::new())?;
+            let m = make(&self.heap, AssetKind::Material, "M", vec![t])?;
+            let sm = make(&self.heap, AssetKind::Mesh, "SM", vec![m])?;
+            self.counters.objects_created += 3;
+            assets.materials.push(m);
+            assets.meshes.push(sm);
+            assets.all.extend([t, m, sm]);
+        }
+        self.heap[package].assets = assets.all.clone();
+        Ok((package, assets))
+    }
+
+    /// Places a static prop (with its components) in a level's static
+    /// content.
+    fn static_prop(
+        &mut self,
+        static_content: Obj<StaticContent>,
+        n: u32,
+        level_assets: &Assets,
+    ) -> Result<Obj<StaticProp>, Error> {
+        let kind = match self.rng.u32(..100) {
+            0..50 => PropKind::Geometry,
+            50..90 => PropKind::Decoration,
+            _ => PropKind::Light,
+        };
+        let transform = self.random_transform(10_000.0);
+        let name = if n <= Name::MAX_NUMBER {
+            self.names.prop.with_number(n)
+        } else {
+            self.names.prop
+        };
+        let prop = self
+            .heap
+            .spawn(StaticProp {
+                kind,
+                transform,
+                components: Vec::new(),
+            })
+            .outer(static_content)
+            .name(name)
+            .create()?;
+        self.counters.objects_created += 1;
+        let shapes: &[(Name, ComponentKind)] = match kind {
+            PropKind::Geometry => &[
+                (self.names.mesh, ComponentKind::Mesh),
+                (self.names.collider, ComponentKind::Collider),
+            ],
+            PropKind::Decoration => &[(self.names.mesh, ComponentKind::Mesh)],
+            PropKind::Light => &[
+                (self.names.root, ComponentKind::Scene),
+                (self.names.mesh, ComponentKind::Mesh),
+            ],
+        };
+        let mut components: Vec<Obj<Component>> = Vec::with_capacity(shapes.len());
+        for &(name, kind) in shapes {
+            let (asset, material) = if kind == ComponentKind::Mesh {
+                let from = if self.rng.f64() < SHARED_MESH_CHANCE {
+                    &self.assets
+                } else {
+                    level_assets
+                };
+                (
+                    pick(&mut self.rng, &from.meshes),
+                    pick(&mut self.rng, &from.materials),
+                )
+            } else {
+                (None, None)
+            };
+            let relative = self.random_transform(2.0);
+            let c = self
+                .heap
+                .spawn(Component {
+                    kind,
+                    attach_parent: components.first().copied(),
+                    asset,
+                    material,
+                    relative,
+                })
+                .outer(prop)
+                .name(name)
+                .create()?;
+            self.counters.objects_created += 1;
+            self.counters.components_created += 1;
+            components.push(c);
+        }
+        self.heap[prop].components = components;
+        Ok(prop)
+    }
+
+    /// Clusters the roots waiting for it (levels' packages and static
+    /// content), unless a cycle is in flight: then they wait for the next
+    /// call. A root that is gone by then (its level unloaded and collected)
+    /// is dropped.
+    fn make_pending_clusters(&mut self) {
+        if self.pending_clusters.is_empty() {
+            return;
+        }
+        for root in std::mem::take(&mut self.pending_clusters) {
+            match self.heap.create_cluster(root) {
+                Ok(_) => self.counters.clusters_created += 1,
+                Err(ClusterError::CycleInFlight) => {
+                    self.counters.clusters_deferred += 1;
+                    self.pending_clusters.push(root);
+                }
+                Err(ClusterError::NotAlive) if !self.heap.contains(root) => {}
+                Err(e) => self
+                    .cluster_errors
+                    .push(format!("create_cluster({root:?}): {e}")),
+            }
+        }
     }
 
     /// Unloads a random level and loads a new one in its place. Everything
@@ -733,10 +1006,32 @@ impl Sim {
         let level = self.heap[self.world].levels.remove(i);
         self.counters.levels_unloaded += 1;
         self.graves.push(Grave::Level(level));
-        let (actors, projectiles) = {
+        let (actors, projectiles, static_content, package) = {
             let l = &self.heap[level];
-            (l.actors.clone(), l.projectiles.clone())
+            (
+                l.actors.clone(),
+                l.projectiles.clone(),
+                l.static_content,
+                l.package,
+            )
         };
+        if let Some(sc) = static_content {
+            self.graves.push(Grave::StaticContent(sc));
+            self.static_objects -= 1;
+            for &p in &self.heap[sc].props {
+                let components = &self.heap[p].components;
+                self.static_objects -= 1 + components.len();
+                self.graves.push(Grave::StaticProp(p));
+                self.graves
+                    .extend(components.iter().map(|&c| Grave::Component(c)));
+            }
+        }
+        if let Some(package) = package {
+            let assets = &self.heap[package].assets;
+            self.static_objects -= 1 + assets.len();
+            self.graves.push(Grave::Package(package));
+            self.graves.extend(assets.iter().map(|&a| Grave::Asset(a)));
+        }
         for a in actors {
             if let Some(actor) = self.heap.get(a) {
                 self.population -= 1 + actor.components.len();
@@ -1136,17 +1431,24 @@ impl Sim {
         }
     }
 
-    /// This frame's target population: the requested one, in waves.
+    /// This frame's target population: the levels' static content, and
+    /// the dynamic part in waves.
     pub fn target_population(&self, frame: u32) -> usize {
-        let wave = 1.0 + WAVE_AMPLITUDE * (TAU * f64::from(frame) / WAVE_FRAMES).sin();
-        (self.settings.objects as f64 * wave) as usize
+        self.settings.static_per_level() * LEVELS as usize + self.dynamic_target(frame)
     }
 
-    /// Spawns actors until the population reaches this frame's target, or
-    /// this frame's spawn budget is spent.
+    /// This frame's target of dynamic objects: the dynamic part of the
+    /// requested population, in waves.
+    fn dynamic_target(&self, frame: u32) -> usize {
+        let wave = 1.0 + WAVE_AMPLITUDE * (TAU * f64::from(frame) / WAVE_FRAMES).sin();
+        (self.settings.dynamic_objects() as f64 * wave) as usize
+    }
+
+    /// Spawns actors until the dynamic population reaches this frame's
+    /// target, or this frame's spawn budget is spent.
     fn spawn_to_target(&mut self, frame: u32) -> Result<(), Error> {
-        let target = self.target_population(frame);
-        let budget = ((self.settings.objects as f64 * SPAWN_BUDGET) as u64).max(8);
+        let target = self.dynamic_target(frame);
+        let budget = ((self.settings.dynamic_objects() as f64 * SPAWN_BUDGET) as u64).max(8);
         let start = self.counters.objects_created;
         while self.population < target && self.counters.objects_created - start < budget {
             let level = self.pick_spawn_level();
@@ -1287,7 +1589,7 @@ mod tests {
 
     use coreobject::{CollectStats, CycleKind, Phase, Tick, Trigger};
 
-    use super::{GcMode, Grave, Settings, Sim};
+    use super::{Clusters, GcMode, Grave, Settings, Sim};
 
     fn sim() -> Sim {
         Sim::new(Settings {
@@ -1297,6 +1599,7 @@ mod tests {
             gc: GcMode::Incremental,
             budget: Duration::from_millis(2),
             young_threshold: None,
+            clusters: Clusters::On,
         })
         .unwrap()
     }
@@ -1459,6 +1762,7 @@ mod tests {
             gc: GcMode::Generational,
             budget: Duration::from_millis(2),
             young_threshold: None,
+            clusters: Clusters::On,
         })
         .unwrap()
     }
