@@ -314,12 +314,6 @@ pub(crate) struct Reports<'a> {
 }
 
 impl Reports<'_> {
-    /// What the collector would visit scanning the object: its fields, its
-    /// outer, then (when outers keep inners) its inners.
-    pub(crate) fn edges_of(&self, index: u32) -> Vec<AnyObj> {
-        self.edges(index, true).0
-    }
-
     /// The object's own references: fields, outer, inners (not its cluster
     /// mates).
     pub(crate) fn own_edges_of(&self, index: u32) -> Vec<AnyObj> {
@@ -458,12 +452,18 @@ impl Reports<'_> {
         if t as usize >= depth.len() {
             depth.resize(t as usize + 1, u32::MAX);
         }
+        // Clusters whose mates were listed: once per cluster, from its first
+        // member reached (the nearest to a root), or a search through a
+        // cluster of n members would cost n * n edges.
+        let mut expanded = std::collections::HashSet::new();
         while let Some(u) = queue.pop_front() {
             let d = depth[u as usize];
             if depth[t as usize] != u32::MAX && d >= depth[t as usize] {
                 break;
             }
-            for (k, v) in self.edges_of(u).into_iter().enumerate() {
+            let cluster = self.array.at(u).cluster_root();
+            let mates = cluster != 0 && expanded.insert(cluster);
+            for (k, v) in self.edges(u, mates).0.into_iter().enumerate() {
                 if self.array.lookup(v, flags::DEAD).is_err() {
                     continue;
                 }

@@ -4,7 +4,10 @@
 //! re-scan list), until a look greys nothing new. The marker itself (queue,
 //! pipeline, stealing) is in `gc/mark.rs` and `gc/par.rs`.
 
+use std::collections::HashMap;
 use std::num::NonZeroU32;
+
+use rustc_hash::FxBuildHasher;
 
 use super::budget::Budget;
 use super::{par, Collector, CountVisits, Cycle, CycleKind, Marker, Stage, Step};
@@ -52,6 +55,9 @@ impl Collector {
                 // The pool is old: pool objects changed since the last cycle
                 // are in the remembered set, and only new ones (young) are
                 // scanned. Unbudgeted: one flag test per young object.
+                // Whether each cluster met has an old member, decided once
+                // per cluster (a level's content is young together).
+                let mut old_cluster: HashMap<u32, bool, FxBuildHasher> = HashMap::default();
                 for &y in &cycle.list {
                     let item = chunks.at(y);
                     let f = item.flags();
@@ -65,10 +71,14 @@ impl Collector {
                     let root = item.cluster_root();
                     if root != 0
                         && f & flags::DEAD == 0
-                        && clusters
-                            .members_of(root)
-                            .iter()
-                            .any(|m| m.index() != y && marker.is_black(m.index()))
+                        && *old_cluster.entry(root).or_insert_with(|| {
+                            // Young members are not black yet: any black
+                            // member is an old one.
+                            clusters
+                                .members_of(root)
+                                .iter()
+                                .any(|m| marker.is_black(m.index()))
+                        })
                     {
                         // A young member of a cluster with old members: the
                         // cluster is alive, and keeps it.
