@@ -100,17 +100,10 @@ impl fmt::Display for RefChain {
     }
 }
 
-/// Collects an object's outgoing strong edges, in trace order.
-/// Appends edges to a borrowed vector.
+/// Collects an object's outgoing strong edges, in trace order, into a
+/// borrowed vector.
 struct Append<'v>(&'v mut Vec<AnyObj>);
 impl Visitor for Append<'_> {
-    fn visit(&mut self, obj: AnyObj) {
-        self.0.push(obj);
-    }
-}
-
-struct Edges(Vec<AnyObj>);
-impl Visitor for Edges {
     fn visit(&mut self, obj: AnyObj) {
         self.0.push(obj);
     }
@@ -343,27 +336,20 @@ impl Reports<'_> {
     /// those are its fields, its outer and its inners (the rest are the
     /// other members of its GC cluster).
     fn edges(&self, index: u32, mates: bool) -> (Vec<AnyObj>, usize) {
-        let mut e = Edges(Vec::new());
-        let mut own = 0;
-        if let Some(o) = self.array.slot(self.names, index) {
-            let p = o.header_ptr();
-            // SAFETY: `p` is a live header of its own class; `&self` keeps it alive.
-            unsafe { (p.as_ref().class().vt.trace_dyn)(p, &mut e) };
-            if let Some(outer) = o.outer() {
-                e.0.push(outer);
-            }
-            if let Some(inners) = self.inners {
-                e.0.extend_from_slice(inners.lock().of(o.id().to_bits()));
-            }
-            own = e.0.len();
-            let root = self.array.at(index).cluster_root();
-            if mates && root != 0 {
-                let me = o.id();
-                let clusters = self.clusters.lock();
-                e.0.extend(clusters.members_of(root).iter().filter(|&&m| m != me));
-            }
+        let mut e = Vec::new();
+        let live = self.own_edges_into(index, &mut e);
+        let own = e.len();
+        let root = self.array.at(index).cluster_root();
+        if live && mates && root != 0 {
+            let clusters = self.clusters.lock();
+            e.extend(
+                clusters
+                    .members_of(root)
+                    .iter()
+                    .filter(|m| m.index() != index),
+            );
         }
-        (e.0, own)
+        (e, own)
     }
 
     /// The cluster whose root's item field is `root_plus_one`, if its root
@@ -435,9 +421,9 @@ impl Reports<'_> {
             }
         }
         for (_, r) in self.referencers {
-            let mut e = Edges(Vec::new());
-            r.add_referenced_objects(&mut e);
-            for h in e.0 {
+            let mut e = Vec::new();
+            r.add_referenced_objects(&mut Append(&mut e));
+            for h in e {
                 if self.array.lookup(h, flags::DEAD).is_ok() {
                     seed(
                         h.index(),

@@ -34,7 +34,7 @@ use std::ptr::NonNull;
 
 use super::budget::Budget;
 use crate::array::{flags, Chunks, Item};
-use crate::cluster::Clusters;
+use crate::cluster::{Clusters, MarkWords};
 use crate::handle::AnyObj;
 use crate::inners::Inners;
 use crate::object::Header;
@@ -165,7 +165,7 @@ pub(super) enum ClusterStep<'c> {
     /// alive: members die only with their whole cluster, and a garbage mark
     /// dissolves it.
     Whole {
-        words: &'c [(u32, u64)],
+        words: &'c MarkWords,
         external: &'c [AnyObj],
     },
     /// Otherwise: visit the members, to be traced like any object.

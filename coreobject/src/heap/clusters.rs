@@ -18,35 +18,14 @@ use super::Heap;
 impl Heap {
     /// Whether `h` may join a cluster (as its root when `root`).
     fn clusterable(&self, h: AnyObj, root: bool) -> Result<(), ClusterError> {
-        // First the test that turns away most references while clusters are
-        // gathered: the members' references to each other.
-        // and to objects of classes that opted out. (Both on a live object
-        // only, so that a dead one is refused as such.)
-        if let Some(item) = self.array.item(h.index()) {
-            let f = item.flags();
-            if item.serial() == h.serial() && f & flags::DEAD == 0 && item.object().is_some() {
-                if item.cluster_root() != 0 {
-                    return Err(ClusterError::AlreadyClustered);
-                }
-                if f & flags::NO_CLUSTER != 0 {
-                    return Err(ClusterError::NotClusterable);
-                }
-            }
-        }
-        let class = self
-            .array
-            .header(h, flags::DEAD)
-            .map_err(|_| ClusterError::NotAlive)?
-            .class();
+        self.array
+            .lookup(h, flags::DEAD)
+            .map_err(|_| ClusterError::NotAlive)?;
         let item = self.array.at(h.index());
-        let f = item.flags();
         if item.cluster_root() != 0 {
             return Err(ClusterError::AlreadyClustered);
         }
-        if f & (flags::DISREGARD | flags::DEFAULT_OBJECT) != 0
-            || !class.can_be_in_cluster()
-            || (!root && item.is_root())
-        {
+        if item.flags() & BARRED != 0 || (!root && item.is_root()) {
             return Err(ClusterError::NotClusterable);
         }
         Ok(())
@@ -99,60 +78,80 @@ impl Heap {
         self.no_cycle()?;
         self.clusterable(root, true)?;
         let tag = root.index() + 1;
-        let mut seen = std::mem::take(&mut self.clusters.get_mut().seen);
-        // Breadth-first from the root; the item's cluster field, set as a
-        // member is found, is the search's visited mark, and references out
-        // are listed once as they are met.
         self.array.at(root.index()).set_cluster_root(tag);
+        let mut seen = std::mem::take(&mut self.clusters.get_mut().seen);
         let mut members = vec![root];
-        let mut external = Vec::new();
-        let mut cacheable = !self.gc.config().outer_keeps_inners;
-        {
-            let reports = self.reports();
-            let mut edges = Vec::new();
-            let mut next = 0;
-            // A batch of members at a time: their references' items are
-            // asked for before the first is looked at, so that the misses
-            // overlap (as in marking).
-            while next < members.len() {
-                let batch = next..members.len().min(next + GATHER_BATCH);
-                next = batch.end;
-                edges.clear();
-                for &h in &members[batch] {
-                    cacheable &= self.array.at(h.index()).flags() & flags::INTERIOR == 0;
-                    reports.own_edges_into(h.index(), &mut edges);
-                }
-                for &e in &edges {
-                    if let Some(item) = self.array.item(e.index()) {
-                        prefetch_line(item as *const _);
-                    }
-                }
-                for &e in &edges {
-                    match self.join(e, tag) {
-                        Join::Member => {
-                            self.array.at(e.index()).set_cluster_root(tag);
-                            members.push(e);
-                        }
-                        Join::Outside => list_once(&mut seen, &mut external, e),
-                        Join::Inside | Join::Dead => {}
-                    }
-                }
-            }
-        }
-        forget(&mut seen, &external);
+        let external = self.walk(tag, &mut members, true, &mut seen);
         let mut c = Cluster::new(members, &mut seen);
-        c.external = cacheable.then(|| {
-            external.shrink_to_fit();
-            external
-        });
+        c.external = external;
         let clusters = self.clusters.get_mut();
         clusters.seen = seen;
         clusters.by_root.insert(root.index(), c);
         Ok(ClusterId(root))
     }
 
-    /// What a reference met while a cluster whose members' items say `tag`
-    /// is gathered leads to.
+    /// Gathers the references from the members of the cluster whose items
+    /// say `tag` to objects outside it, so that a reached cluster costs the
+    /// collector those rather than a trace of every member; with `grow`,
+    /// first gathers the members: objects reached through traced references
+    /// that may join (the item's cluster field, set as one joins, is the
+    /// walk's visited mark). Each reference out is listed once (`seen`, a
+    /// bitmap by slot, all clear and left so). `None` for clusters whose
+    /// members are to be traced: those with an interior-mutable member
+    /// (which can change without `get_mut`), and all of them while outers
+    /// keep their inners (an inner created later is not a change of its
+    /// outer).
+    fn walk(
+        &self,
+        tag: u32,
+        members: &mut Vec<AnyObj>,
+        grow: bool,
+        seen: &mut Vec<u64>,
+    ) -> Option<Vec<AnyObj>> {
+        let reports = self.reports();
+        let mut cacheable = !self.gc.config().outer_keeps_inners;
+        let (mut edges, mut external) = (Vec::new(), Vec::new());
+        let mut next = 0;
+        // A batch of members at a time: their references' items are asked
+        // for before the first is looked at, so that the misses overlap (as
+        // in marking).
+        while next < members.len() {
+            let batch = next..members.len().min(next + GATHER_BATCH);
+            next = batch.end;
+            edges.clear();
+            for &m in &members[batch] {
+                if self.array.lookup(m, 0).is_ok() {
+                    cacheable &= self.array.at(m.index()).flags() & flags::INTERIOR == 0;
+                    reports.own_edges_into(m.index(), &mut edges);
+                }
+            }
+            for &e in &edges {
+                if let Some(item) = self.array.item(e.index()) {
+                    prefetch_line(item as *const _);
+                }
+            }
+            for &e in &edges {
+                match self.join(e, tag) {
+                    Join::Member if grow => {
+                        self.array.at(e.index()).set_cluster_root(tag);
+                        members.push(e);
+                    }
+                    Join::Member | Join::Outside => list_once(seen, &mut external, e),
+                    Join::Inside | Join::Dead => {}
+                }
+            }
+        }
+        for e in &external {
+            seen[(e.index() >> 6) as usize] = 0;
+        }
+        cacheable.then(|| {
+            external.shrink_to_fit();
+            external
+        })
+    }
+
+    /// What a reference met while the cluster whose members' items say
+    /// `tag` is gathered leads to.
     fn join(&self, e: AnyObj, tag: u32) -> Join {
         let Some(item) = self.array.item(e.index()) else {
             return Join::Dead;
@@ -161,51 +160,21 @@ impl Heap {
         if item.serial() != e.serial() || item.object().is_none() || f & flags::DEAD != 0 {
             return Join::Dead;
         }
-        // `clusterable`'s tests, on the item alone (its flags mirror the
-        // class's opt-out).
-        let barred = flags::DISREGARD | flags::DEFAULT_OBJECT | flags::NO_CLUSTER;
+        // `clusterable`'s tests, on the item already loaded.
         match item.cluster_root() {
             r if r == tag => Join::Inside,
-            0 if f & barred == 0 && !item.is_root() => Join::Member,
+            0 if f & BARRED == 0 && !item.is_root() => Join::Member,
             _ => Join::Outside,
         }
     }
 
-    /// Gathers the references from the cluster's members to objects outside
-    /// it, so that a reached cluster costs the collector those rather than a
-    /// trace of every member. Not for clusters with an interior-mutable
-    /// member (which can change without `get_mut`), nor while outers keep
-    /// their inners (an inner created later is not a change of its outer):
-    /// their members are traced.
+    /// Gathers a cluster's references out again (see [`walk`](Self::walk)).
     fn gather_external(&mut self, root: u32) {
-        let tag = root + 1;
         let clusters = self.clusters.get_mut();
         let mut seen = std::mem::take(&mut clusters.seen);
-        let c = clusters
-            .by_root
-            .get_mut(&root)
-            .expect("a cluster to gather");
-        let members = std::mem::take(&mut c.members);
-        let mut cacheable = !self.gc.config().outer_keeps_inners;
-        let mut external = Vec::new();
-        {
-            let reports = self.reports();
-            let mut edges = Vec::new();
-            for &m in &members {
-                if self.array.lookup(m, 0).is_err() {
-                    continue;
-                }
-                cacheable &= self.array.at(m.index()).flags() & flags::INTERIOR == 0;
-                edges.clear();
-                reports.own_edges_into(m.index(), &mut edges);
-                for &e in &edges {
-                    if let Join::Outside = self.join_outside(e, tag) {
-                        list_once(&mut seen, &mut external, e);
-                    }
-                }
-            }
-        }
-        forget(&mut seen, &external);
+        let c = clusters.by_root.get_mut(&root);
+        let mut members = std::mem::take(&mut c.expect("a cluster to gather").members);
+        let external = self.walk(root + 1, &mut members, false, &mut seen);
         let clusters = self.clusters.get_mut();
         clusters.seen = seen;
         let c = clusters
@@ -213,19 +182,7 @@ impl Heap {
             .get_mut(&root)
             .expect("a cluster to gather");
         c.members = members;
-        c.external = cacheable.then(|| {
-            external.shrink_to_fit();
-            external
-        });
-    }
-
-    /// [`join`](Self::join) for a cluster that takes no new members.
-    fn join_outside(&self, e: AnyObj, tag: u32) -> Join {
-        match self.array.lookup(e, flags::DEAD) {
-            Ok(_) if self.array.at(e.index()).cluster_root() == tag => Join::Inside,
-            Ok(_) => Join::Outside,
-            Err(_) => Join::Dead,
-        }
+        c.external = external;
     }
 
     /// Gathers again the external references of clusters whose members
@@ -569,9 +526,14 @@ impl Heap {
 /// Members whose references are gathered together.
 const GATHER_BATCH: usize = 16;
 
+/// Item flags that keep an object out of every cluster: the pool, class
+/// defaults, classes that opted out (the flag mirrors the class).
+const BARRED: u32 = flags::DISREGARD | flags::DEFAULT_OBJECT | flags::NO_CLUSTER;
+
 /// Where a reference met while gathering a cluster leads.
 enum Join {
-    /// To an object that joins the cluster.
+    /// To an object that may join the cluster (and does, while members
+    /// are gathered).
     Member,
     /// To a member.
     Inside,
@@ -591,14 +553,6 @@ fn list_once(seen: &mut Vec<u64>, external: &mut Vec<AnyObj>, e: AnyObj) {
     if seen[w] & bit == 0 {
         seen[w] |= bit;
         external.push(e);
-    }
-}
-
-/// Clears the bits [`list_once`] set for `external`, so that `seen` is all
-/// clear for the next gathering.
-fn forget(seen: &mut [u64], external: &[AnyObj]) {
-    for e in external {
-        seen[(e.index() >> 6) as usize] = 0;
     }
 }
 
