@@ -734,14 +734,19 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
         }
     }
     if let Some(w) = find("names") {
-        for (m, what) in [(6, "create"), (7, "free")] {
+        for (m, what, how) in [
+            (6, "create named", "named (Name)"),
+            (7, "free named", "named (Name)"),
+            (10, "create generated names", "generated names"),
+            (11, "free generated names", "generated names"),
+        ] {
             out.push(Target {
-                name: format!("names {what} named <= 1.3x unnamed"),
+                name: format!("names {what} <= 1.3x unnamed"),
                 measured: report::median_of(w, Peer::CoreObject, m),
                 limit: 1.3,
                 unit: "x",
                 at_target_size: param(w, "objects") == TARGET_NAMES_OBJECTS.to_string(),
-                note: "coreobject named (Name) / unnamed time".into(),
+                note: format!("coreobject {how} / unnamed time"),
             });
         }
     }

@@ -13,7 +13,12 @@
 //!   is the base `Actor` interned once (`Heap::intern`): no string work;
 //! * **named from strings**: the same names given as strings,
 //!   `.name(format!("Actor_{k}"))`, which formats, splits and looks up the
-//!   base each time.
+//!   base each time;
+//! * **generated names**: `.unique_name(actor)`, the base with a number
+//!   the heap generates (`Actor_2147483648`, …; Unreal's default naming):
+//!   unique by construction, so not looked up at creation. The time
+//!   includes putting the names in the index, which happens in batches of
+//!   32 during the creation loop.
 //!
 //! Every other object has an outer, one of 1,000 rooted outers created
 //! before the timing starts (so each outer holds about 500 names). All `N`
@@ -22,7 +27,8 @@
 //! consolidated before each measurement (`alloc::settle`).
 //!
 //! Reported: create and free ns/object for each, and the ratios named /
-//! unnamed at create and at free (the target: at most 1.3x each).
+//! unnamed at create and at free (the target: at most 1.3x each), for
+//! names the program gives and for generated ones.
 
 use std::time::Instant;
 
@@ -50,6 +56,7 @@ enum Mode {
     Unnamed,
     Named,
     Strings,
+    Unique,
 }
 
 /// The metrics, in table order.
@@ -71,6 +78,14 @@ pub fn metrics() -> Vec<Metric> {
         ),
         Metric::new("create_ratio", "create named / unnamed", "x"),
         Metric::new("free_ratio", "free named / unnamed", "x"),
+        Metric::new("create_unique", "create, generated names", "ns/object"),
+        Metric::new("free_unique", "free, generated names", "ns/object"),
+        Metric::new(
+            "create_unique_ratio",
+            "create generated names / unnamed",
+            "x",
+        ),
+        Metric::new("free_unique_ratio", "free generated names / unnamed", "x"),
     ]
 }
 
@@ -101,6 +116,15 @@ fn measure(mode: Mode, n: usize) -> Result<[(f64, f64); 2], String> {
     Ok(out)
 }
 
+/// The name of the `k`-th object a mode names: its number is `k`, or for
+/// generated names the `k`-th from 2^31 (the outers' base is another).
+fn name_of(mode: Mode, k: usize) -> String {
+    match mode {
+        Mode::Unique => format!("Actor_{}", (1usize << 31) + k),
+        _ => format!("Actor_{k}"),
+    }
+}
+
 /// One round: names `Actor_{first}` …; (create, free) ns/object.
 fn measure_round(
     heap: &mut Heap,
@@ -127,6 +151,7 @@ fn measure_round(
                 Mode::Unnamed => s,
                 Mode::Named => s.name(actor.with_number((first + i) as u32)),
                 Mode::Strings => s.name(format!("Actor_{}", first + i)),
+                Mode::Unique => s.unique_name(actor),
             }
             .create()
             .map_err(|e| e.to_string())?
@@ -140,11 +165,16 @@ fn measure_round(
     if mode != Mode::Unnamed {
         for i in [0, 1, n / 2, n - 1] {
             let outer = (i % 2 == 0).then(|| outers[(i / 2) % OUTERS]);
-            let k = first + i;
-            let found = heap.find(outer, &format!("Actor_{k}"));
+            let name = name_of(mode, first + i);
+            let found = heap.find(outer, &name);
             checks.push((
                 found == Some(hs[i].any()),
-                format!("Actor_{k} found as {found:?}"),
+                format!("{name} found as {found:?}"),
+            ));
+            let named = heap.name_of(hs[i]);
+            checks.push((
+                named.as_deref() == Some(name.as_str()),
+                format!("{name} is named {named:?}"),
             ));
         }
     }
@@ -160,8 +190,7 @@ fn measure_round(
     checks.push((heap.len() == OUTERS, format!("{} left", heap.len())));
     if mode != Mode::Unnamed {
         checks.push((
-            heap.find(Some(outers[0]), &format!("Actor_{first}"))
-                .is_none(),
+            heap.find(Some(outers[0]), &name_of(mode, first)).is_none(),
             "a freed name is still found".into(),
         ));
     }
@@ -176,11 +205,11 @@ pub fn run(peer: Peer, p: &Params) -> Outcome {
         return Outcome::Na("no object names");
     }
     let n = p.objects;
-    let all = [Mode::Unnamed, Mode::Named, Mode::Strings].map(|m| measure(m, n));
-    let [[u1, unnamed], [n1, named], [s1, strings]] = match all {
-        [Ok(a), Ok(b), Ok(c)] => [a, b, c],
-        [a, b, c] => {
-            let why: Vec<String> = [a, b, c].into_iter().filter_map(Result::err).collect();
+    let all = [Mode::Unnamed, Mode::Named, Mode::Strings, Mode::Unique].map(|m| measure(m, n));
+    let [[u1, unnamed], [n1, named], [s1, strings], [g1, unique]] = match all {
+        [Ok(a), Ok(b), Ok(c), Ok(d)] => [a, b, c, d],
+        all => {
+            let why: Vec<String> = all.into_iter().filter_map(Result::err).collect();
             return Outcome::Ran(Run {
                 values: vec![f64::NAN; metrics().len()],
                 extra: Vec::new(),
@@ -198,6 +227,10 @@ pub fn run(peer: Peer, p: &Params) -> Outcome {
             strings.1,
             named.0 / unnamed.0,
             named.1 / unnamed.1,
+            unique.0,
+            unique.1,
+            unique.0 / unnamed.0,
+            unique.1 / unnamed.1,
         ],
         extra: vec![
             ("first_round_create_unnamed", u1.0),
@@ -206,6 +239,8 @@ pub fn run(peer: Peer, p: &Params) -> Outcome {
             ("first_round_free_unnamed", u1.1),
             ("first_round_free_named", n1.1),
             ("first_round_free_named_strings", s1.1),
+            ("first_round_create_unique", g1.0),
+            ("first_round_free_unique", g1.1),
         ],
         check: Ok(()),
     })

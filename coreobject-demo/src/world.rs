@@ -476,9 +476,11 @@ impl Sim {
         heap.on_create(move |_: &ObjectEvent| {
             e.created.fetch_add(1, Ordering::Relaxed);
         });
+        // Deletions are heard a batch at a time (one call per purge slice):
+        // a game frees thousands of objects a frame.
         let e = events.clone();
-        heap.on_delete(move |_: &ObjectEvent| {
-            e.deleted.fetch_add(1, Ordering::Relaxed);
+        heap.on_delete_batch(move |batch: &[ObjectEvent]| {
+            e.deleted.fetch_add(batch.len() as u64, Ordering::Relaxed);
         });
 
         let mut rng = fastrand::Rng::with_seed(settings.seed);

@@ -259,6 +259,18 @@ impl IntoName for char {
 /// The number a name's digits stand for, stored as number + 1 (0: none).
 const NO_NUMBER: u32 = 0;
 
+/// The first generated number ([`Spawn::unique_name`](crate::Spawn::unique_name)),
+/// as stored: generated names are numbered from 2^31 up, as Unreal's fast
+/// unique names are, so that a program's own numbering (`Actor_0`,
+/// `Actor_1`, …) never meets them.
+const UNIQUE_FIRST: u32 = (1 << 31) + 1;
+
+/// Objects with generated names wait at most this many at a time to enter
+/// the index, which they then enter in one batch whose index lines are
+/// loaded together: a generated name is unique by construction, so creating
+/// the object needs no probe.
+const PENDING: usize = 32;
+
 /// Splits a name into its base and stored number (number + 1, or 0 for
 /// none), by the rule in the [module docs](self).
 pub(crate) fn split(s: &str) -> (&str, u32) {
@@ -293,6 +305,11 @@ struct Entry {
     /// base and a number ([`Names::check`] on each form).
     plain_ok: bool,
     numbered_ok: bool,
+    /// The next generated number ([`Names::claim_unique`]), stored as the
+    /// number plus one: from [`UNIQUE_FIRST`] up, and past every number in
+    /// that range that an object was given by name; `0` once the range is
+    /// used up.
+    next_unique: u32,
 }
 
 /// The interned strings.
@@ -328,6 +345,7 @@ impl Table {
             pinned: false,
             plain_ok: Names::check(text).is_ok(),
             numbered_ok: Names::check(&format!("{text}_0")).is_ok(),
+            next_unique: UNIQUE_FIRST,
         };
         let id = match self.free.pop() {
             Some(id) => {
@@ -407,6 +425,11 @@ struct Rec {
 }
 
 impl Rec {
+    /// The outer, as a handle.
+    fn outer_obj(&self) -> Option<AnyObj> {
+        AnyObj::from_bits(self.outer())
+    }
+
     #[inline]
     fn outer(&self) -> u64 {
         u64::from(self.outer[0]) | (u64::from(self.outer[1]) << 32)
@@ -518,6 +541,9 @@ pub(crate) struct Key {
 }
 
 impl Key {
+    /// [`Key::at`] of a generated name: it waits among the pending records.
+    const PENDING: usize = usize::MAX;
+
     #[inline]
     fn new(outer: Option<AnyObj>, base: u32, number: u32) -> Key {
         let outer = outer.map_or(0, AnyObj::to_bits);
@@ -660,7 +686,7 @@ impl Index {
     fn rebuild(&mut self, recs: &Records) {
         let live = recs.recs.len() - recs.free.len();
         let len = (2 * (live + 1))
-            .max(recs.recs.len() + 1)
+            .max(recs.recs.len() + 2)
             .next_power_of_two()
             .max(16);
         if self.entries.len() == len {
@@ -689,6 +715,18 @@ impl Index {
             }
         }
         batch[..n].iter().for_each(|&(at, e)| self.place(at, e));
+    }
+
+    /// Fills entry `at` (empty, or stale if `reuse`) for record `id` under
+    /// a key with hash `h`.
+    #[inline]
+    fn put(&mut self, at: usize, reuse: bool, h: u64, id: u32) {
+        self.entries[at] = self.entry(h, id);
+        if reuse {
+            self.stale = self.stale.saturating_sub(1);
+        } else {
+            self.used += 1;
+        }
     }
 
     /// Puts entry `e` in the first free entry from `at`.
@@ -753,6 +791,9 @@ pub(crate) struct Names {
     index: Index,
     /// The named objects' serials, bases, numbers and outers.
     recs: Records,
+    /// Records with generated names not in the index yet: live records
+    /// only (a free puts them in first), at most [`PENDING`].
+    pending: Vec<u32>,
 }
 
 /// The prefix of class default objects' names (Unreal's `Default__`),
@@ -796,14 +837,27 @@ impl Names {
     pub(crate) fn find(&self, outer: Option<AnyObj>, name: &str) -> Option<AnyObj> {
         let (base, number) = split(name);
         let id = self.table.get(base)?;
-        self.index.find(&self.recs, &Key::new(outer, id, number))
+        self.lookup(&Key::new(outer, id, number))
+    }
+
+    /// The live object holding `key`: in the index, or for a generated
+    /// number, among the pending records too.
+    fn lookup(&self, key: &Key) -> Option<AnyObj> {
+        self.index.find(&self.recs, key).or_else(|| {
+            (key.number >= UNIQUE_FIRST)
+                .then(|| {
+                    self.pending
+                        .iter()
+                        .find_map(|&id| self.recs.holder(id, key))
+                })
+                .flatten()
+        })
     }
 
     /// Finds by [`Name`]; a name this table does not hold finds nothing.
     pub(crate) fn find_name(&self, outer: Option<AnyObj>, name: Name) -> Option<AnyObj> {
         self.table.entry(name)?;
-        self.index
-            .find(&self.recs, &Key::new(outer, name.base, name.number))
+        self.lookup(&Key::new(outer, name.base, name.number))
     }
 
     /// Interns `text` for the user (kept for the heap's life).
@@ -844,11 +898,13 @@ impl Names {
             }
         };
         self.table.entries[key.base as usize].uses += 1;
+        self.enter_range(&key);
         self.make_room();
         match self.index.probe(&self.recs, &key) {
             Ok((at, reuse)) => {
                 key.at = at;
                 key.reuse = reuse;
+                self.pass_unique(&key);
                 Ok(key)
             }
             Err(_) => {
@@ -859,11 +915,130 @@ impl Names {
         }
     }
 
-    /// Rebuilds the index if one more entry would fill it past 3/4.
+    /// Takes a generated name: the base of `name` (its number, if any, is
+    /// ignored) with the next number of the base's own counter, from 2^31
+    /// up ([`UNIQUE_FIRST`]). No object holds it: the counter only grows,
+    /// and [`claim`](Self::claim) moves it past any number in that range a
+    /// program names an object with. So nothing is probed: the record waits
+    /// among the [`PENDING`] ones and enters the index with them in one
+    /// batch. Once a base's 2^31 numbers are used up, its names are taken
+    /// as Unreal's `MakeUniqueObjectName` does: numbers tried in turn until
+    /// a free one, each with a probe.
+    pub(crate) fn claim_unique(
+        &mut self,
+        outer: Option<AnyObj>,
+        name: &NameArg,
+    ) -> Result<Key, Error> {
+        let base = match name {
+            NameArg::Text(s) => {
+                Names::check(s)?;
+                self.table.intern(split(s).0)
+            }
+            NameArg::Name(n) => {
+                self.table.entry(*n).ok_or(Error::StaleName(*n))?;
+                n.base
+            }
+        };
+        if !self.table.entries[base as usize].numbered_ok {
+            let text = self.table.display(base, NO_NUMBER).to_string();
+            return Err(Error::InvalidName(text));
+        }
+        let e = &mut self.table.entries[base as usize];
+        if e.next_unique != 0 {
+            let number = e.next_unique;
+            e.next_unique = number.checked_add(1).unwrap_or(0);
+            e.uses += 1;
+            let mut key = Key::new(outer, base, number);
+            key.at = Key::PENDING;
+            return Ok(key);
+        }
+        // Used up: try the range's numbers in turn, from one picked by a
+        // hash of the outer (so tries under different outers spread).
+        self.flush();
+        let span = u32::MAX - UNIQUE_FIRST + 1;
+        let outer_bits = outer.map_or(0, AnyObj::to_bits);
+        let mut number = UNIQUE_FIRST + (hash(outer_bits, base, 0) as u32 % span);
+        loop {
+            let key = Key::new(outer, base, number);
+            if self.lookup(&key).is_none() {
+                return self.claim(outer, &NameArg::Name(self.table.name(base, number)));
+            }
+            number = if number == u32::MAX {
+                UNIQUE_FIRST
+            } else {
+                number + 1
+            };
+        }
+    }
+
+    /// Before a probe for `key`: a number in the generated range may be
+    /// held by a pending record, so those enter the index first.
+    #[inline]
+    fn enter_range(&mut self, key: &Key) {
+        if key.number >= UNIQUE_FIRST {
+            self.flush();
+        }
+    }
+
+    /// After a name in the generated range was taken by a program: its
+    /// base's counter moves past it, so it is never generated.
+    #[inline]
+    fn pass_unique(&mut self, key: &Key) {
+        let e = &mut self.table.entries[key.base as usize];
+        if key.number >= e.next_unique && e.next_unique != 0 {
+            e.next_unique = key.number.checked_add(1).unwrap_or(0);
+        }
+    }
+
+    /// Puts the pending records in the index: their first index entries
+    /// are loaded together, then each is placed.
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if (self.index.used + self.pending.len()) * 4 > self.index.entries.len() * 3
+            || !self.ids_fit()
+        {
+            // The rebuild places every live record, the pending ones too.
+            self.index.rebuild(&self.recs);
+            self.pending.clear();
+            return;
+        }
+        for &id in &self.pending {
+            let at = self.index.home(self.recs.recs[id as usize].hash());
+            prefetch_line(&self.index.entries[at]);
+        }
+        for k in 0..self.pending.len() {
+            let id = self.pending[k];
+            let r = self.recs.recs[id as usize];
+            let key = Key::new(r.outer_obj(), r.base, r.number);
+            match self.index.probe(&self.recs, &key) {
+                Ok((at, reuse)) => self.index.put(at, reuse, key.hash, id),
+                // A stale entry of this record id, whose hash bits match
+                // the new key's, already leads to it.
+                Err(o) if o.index() == r.slot => {
+                    self.index.stale = self.index.stale.saturating_sub(1);
+                }
+                Err(o) => debug_assert!(false, "generated name taken by {o:?}"),
+            }
+        }
+        self.pending.clear();
+    }
+
+    /// Whether every record id, and the next one, fits an entry's id bits
+    /// (pending records take ids before they take entries).
+    #[inline]
+    fn ids_fit(&self) -> bool {
+        self.recs.recs.len() + 2 <= self.index.entries.len()
+    }
+
+    /// Rebuilds the index if one more entry would fill it past 3/4 or its
+    /// record id would not fit.
     #[inline]
     fn make_room(&mut self) {
-        while !self.index.has_room() {
+        while !self.index.has_room() || !self.ids_fit() {
             self.index.rebuild(&self.recs);
+            self.pending.clear();
         }
     }
 
@@ -874,11 +1049,13 @@ impl Names {
         let id = self.table.intern(base);
         self.table.entries[id as usize].uses += 1;
         let mut key = Key::new(None, id, number);
+        self.enter_range(&key);
         self.make_room();
         (key.at, key.reuse) = self
             .index
             .probe(&self.recs, &key)
             .expect("a class default's name is free");
+        self.pass_unique(&key);
         key
     }
 
@@ -897,13 +1074,14 @@ impl Names {
             outer: [key.outer as u32, (key.outer >> 32) as u32],
             slot: obj.index(),
         });
-        let index = &mut self.index;
-        index.entries[key.at] = index.entry(key.hash, id);
-        if key.reuse {
-            index.stale = index.stale.saturating_sub(1);
-        } else {
-            index.used += 1;
+        if key.at == Key::PENDING {
+            self.pending.push(id);
+            if self.pending.len() >= PENDING {
+                self.flush();
+            }
+            return;
         }
+        self.index.put(key.at, key.reuse, key.hash, id);
     }
 
     /// The name of the object in slot `index`, as one string.
@@ -928,6 +1106,8 @@ impl Names {
     /// the [module docs](self)).
     #[inline]
     pub(crate) fn remove(&mut self, index: u32) {
+        // Pending records are live ones: a freed id may be reused at once.
+        self.flush();
         let Some(base) = self.recs.remove(index) else {
             return;
         };

@@ -12,6 +12,12 @@
 //! free what the model says is unreachable (roots and their outer chains
 //! survive), so slots and index entries are reused.
 //!
+//! Creations may also ask for a generated name (`Spawn::unique_name`): the
+//! model keeps each base's counter (from 2^31, moved past every number in
+//! that range the test names an object with, and reset when the base is
+//! forgotten), and the heap must give exactly the next number, or, once a
+//! base's range is used up, some free number in it.
+//!
 //! Two more tests: interned strings survive while any object uses them,
 //! and the table does not grow when names churn.
 
@@ -69,6 +75,8 @@ enum Op {
         root: bool,
         /// Name it through `Heap::intern` + a `Name` instead of a string.
         by_name: bool,
+        /// A generated name on the name's base (`Spawn::unique_name`).
+        unique: bool,
     },
     Unroot(usize),
     Collect,
@@ -91,8 +99,15 @@ fn op() -> impl Strategy<Value = Op> {
             prop::option::of(any::<usize>()),
             prop::bool::weighted(0.6),
             any::<bool>(),
+            prop::bool::weighted(0.3),
         )
-            .prop_map(|(name, outer, root, by_name)| Op::Create { name, outer, root, by_name }),
+            .prop_map(|(name, outer, root, by_name, unique)| Op::Create {
+                name,
+                outer,
+                root,
+                by_name,
+                unique,
+            }),
         2 => any::<usize>().prop_map(Op::Unroot),
         1 => Just(Op::Collect),
         2 => (name_gen(), prop::option::of(any::<usize>())).prop_map(|(n, o)| Op::Find(n, o)),
@@ -112,6 +127,33 @@ struct Model {
     live: HashMap<AnyObj, Live>,
     /// Live objects in creation order (for picking by index).
     order: Vec<AnyObj>,
+    /// Each base's next generated number (absent: 2^31); past the largest
+    /// name number once the range is used up.
+    counters: HashMap<String, u64>,
+    /// Bases interned with `Heap::intern`: kept for the heap's life.
+    pinned: HashSet<String>,
+}
+
+/// The first generated number.
+const UNIQUE_FROM: u64 = 1 << 31;
+
+/// The largest number a name can carry.
+const MAX_NUMBER: u64 = u32::MAX as u64 - 1;
+
+/// A name's base and number, by the parse rule of the `names` module.
+fn split(s: &str) -> (&str, Option<u64>) {
+    let digits = s.bytes().rev().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits + 1 >= s.len() || s.as_bytes()[s.len() - digits - 1] != b'_' {
+        return (s, None);
+    }
+    let d = &s[s.len() - digits..];
+    if d.len() > 1 && d.starts_with('0') {
+        return (s, None);
+    }
+    match d.parse::<u64>() {
+        Ok(n) if n <= MAX_NUMBER => (&s[..s.len() - digits - 1], Some(n)),
+        _ => (s, None),
+    }
 }
 
 impl Model {
@@ -138,6 +180,30 @@ impl Model {
         self.order.retain(|h| keep.contains(h));
         self.names.retain(|_, h| keep.contains(h));
         before - self.live.len()
+    }
+
+    /// Forgets the counters of bases no live object is named with and the
+    /// test never interned, as the heap forgets those bases.
+    fn forget_unused_bases(&mut self) {
+        let used: HashSet<String> = self
+            .live
+            .values()
+            .filter_map(|l| l.name.as_deref())
+            .map(|n| split(n).0.to_string())
+            .collect();
+        let pinned = &self.pinned;
+        self.counters
+            .retain(|b, _| used.contains(b) || pinned.contains(b));
+    }
+
+    /// A program named an object `name`: a number in the generated range
+    /// moves its base's counter past it.
+    fn pass(&mut self, name: &str) {
+        let (base, n) = split(name);
+        if let Some(n) = n.filter(|&n| n >= UNIQUE_FROM) {
+            let c = self.counters.entry(base.to_string()).or_insert(UNIQUE_FROM);
+            *c = (*c).max(n + 1);
+        }
     }
 
     fn path(&self, h: AnyObj) -> Option<String> {
@@ -188,10 +254,60 @@ fn run(ops: &[Op]) {
     for op in ops {
         match op {
             Op::Create {
+                name: Some(name),
+                outer,
+                root,
+                by_name,
+                unique: true,
+            } => {
+                let outer = outer.and_then(|i| m.pick(i));
+                let text = name.text();
+                let base = split(&text).0.to_string();
+                let mut s = heap.spawn(Cell);
+                if let Some(o) = outer {
+                    s = s.outer(o);
+                }
+                s = if *by_name {
+                    m.pinned.insert(base.clone());
+                    s.unique_name(heap.intern(&base).unwrap())
+                } else {
+                    s.unique_name(text.as_str())
+                };
+                if *root {
+                    s = s.root();
+                }
+                let h = s.create().unwrap().any();
+                let got = heap.name_of(h).expect("a generated name");
+                let (got_base, n) = split(&got);
+                assert_eq!(got_base, base, "{got}");
+                let n = n.expect("a number");
+                assert!(n >= UNIQUE_FROM, "{got}");
+                assert!(
+                    !m.names.contains_key(&(outer, got.to_string())),
+                    "{got} taken"
+                );
+                let next = m.counters.entry(base).or_insert(UNIQUE_FROM);
+                if *next <= MAX_NUMBER {
+                    assert_eq!(n, *next, "{got}: not the next number");
+                    *next += 1;
+                }
+                m.names.insert((outer, got.to_string()), h);
+                m.live.insert(
+                    h,
+                    Live {
+                        name: Some(got.to_string()),
+                        outer,
+                        rooted: *root,
+                    },
+                );
+                m.order.push(h);
+            }
+            Op::Create {
                 name,
                 outer,
                 root,
                 by_name,
+                ..
             } => {
                 let outer = outer.and_then(|i| m.pick(i));
                 let text = name.as_ref().map(NameGen::text);
@@ -202,7 +318,10 @@ fn run(ops: &[Op]) {
                 if let Some(t) = &text {
                     s = if *by_name {
                         match heap.intern(t) {
-                            Ok(n) => s.name(n),
+                            Ok(n) => {
+                                m.pinned.insert(split(t).0.to_string());
+                                s.name(n)
+                            }
                             Err(e) => {
                                 assert!(!valid(t), "{t}: {e}");
                                 continue;
@@ -223,6 +342,8 @@ fn run(ops: &[Op]) {
                     }
                     Some(t) if m.names.contains_key(&(outer, t.clone())) => {
                         assert_eq!(got.unwrap_err(), Error::NameTaken { name: t.clone() });
+                        m.forget_unused_bases();
+                        check(&heap, &m);
                         continue;
                     }
                     _ => {}
@@ -230,6 +351,7 @@ fn run(ops: &[Op]) {
                 let h = got.unwrap().any();
                 if let Some(t) = &text {
                     m.names.insert((outer, t.clone()), h);
+                    m.pass(t);
                 }
                 m.live.insert(
                     h,
@@ -250,6 +372,7 @@ fn run(ops: &[Op]) {
             Op::Collect => {
                 let freed = m.collect();
                 assert_eq!(heap.collect().unwrap().freed, freed);
+                m.forget_unused_bases();
             }
             Op::Find(name, outer) => {
                 let outer = outer.and_then(|i| m.pick(i));

@@ -61,6 +61,7 @@ impl Heap {
             value,
             outer: None,
             name: None,
+            unique: false,
             root: false,
         }
     }
@@ -71,9 +72,10 @@ impl Heap {
         value: T,
         outer: Option<AnyObj>,
         name: Option<&NameArg>,
+        unique: bool,
     ) -> Result<Obj<T>, Error> {
         if let Some(name) = name {
-            return self.create_named(value, outer, name);
+            return self.create_named(value, outer, name, unique);
         }
         if let Some(o) = outer {
             self.array.lookup(o, flags::DEAD)?;
@@ -82,22 +84,30 @@ impl Heap {
         Ok(self.publish(index, value, outer, 0))
     }
 
-    /// [`create_full`](Self::create_full) with a name.
+    /// [`create_full`](Self::create_full) with a name: `name` itself, or
+    /// with `unique`, its base and a generated number.
     fn create_named<T: Object>(
         &self,
         value: T,
         outer: Option<AnyObj>,
         name: &NameArg,
+        unique: bool,
     ) -> Result<Obj<T>, Error> {
-        // Start loading the name's index entry: it arrives while the outer
-        // is checked and the lock taken.
-        self.name_hint.prefetch(outer, name);
+        if !unique {
+            // Start loading the name's index entry: it arrives while the
+            // outer is checked and the lock taken.
+            self.name_hint.prefetch(outer, name);
+        }
         if let Some(o) = outer {
             self.array.lookup(o, flags::DEAD)?;
         }
         // Hold the name lock across creation so two threads cannot both take a name.
         let mut names = self.names.write();
-        let key = names.claim(outer, name)?;
+        let key = if unique {
+            names.claim_unique(outer, name)?
+        } else {
+            names.claim(outer, name)?
+        };
         self.name_hint.update(&names);
         let index = match self.array.reserve() {
             Some(i) => i,

@@ -195,6 +195,7 @@ pub struct Spawn<'h, T: Object> {
     value: T,
     outer: Option<AnyObj>,
     name: Option<NameArg>,
+    unique: bool,
     root: bool,
 }
 
@@ -231,6 +232,39 @@ impl<'h, T: Object> Spawn<'h, T> {
     /// ```
     pub fn name(mut self, name: impl IntoName) -> Self {
         self.name = Some(name.into_name_arg());
+        self.unique = false;
+        self
+    }
+    /// Names the object with a name no object has had under this heap's
+    /// generated numbering: `base` (a string or a [`Name`](crate::Name);
+    /// a number it carries is ignored) with the next number of the base's
+    /// own counter, from 2^31 up (`Actor_2147483648`, `Actor_2147483649`,
+    /// …), like the fast path of Unreal's `MakeUniqueObjectName`. A program
+    /// that names objects itself with numbers in that range moves the
+    /// counter past them, so the name is unique by construction and is not
+    /// looked up when the object is created: this is the cheapest way to
+    /// name many objects. The name is found by [`Heap::find`] and
+    /// [`Heap::name`] like any other.
+    ///
+    /// [`create`](Self::create) refuses a base that is empty, contains `.`
+    /// or starts with `Default__` ([`Error::InvalidName`]) and a `Name` this
+    /// heap does not hold ([`Error::StaleName`]).
+    ///
+    /// ```
+    /// use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Bullet;
+    /// let heap = Heap::new();
+    /// let bullet = heap.intern("Bullet").unwrap();
+    /// let a = heap.spawn(Bullet).unique_name(bullet).create().unwrap();
+    /// let b = heap.spawn(Bullet).unique_name(bullet).create().unwrap();
+    /// assert_eq!(heap.name_of(a).as_deref(), Some("Bullet_2147483648"));
+    /// assert_eq!(heap.name(b), Some(bullet.with_number((1 << 31) + 1)));
+    /// assert_eq!(heap.find(None, "Bullet_2147483649"), Some(b.any()));
+    /// ```
+    pub fn unique_name(mut self, base: impl IntoName) -> Self {
+        self.name = Some(base.into_name_arg());
+        self.unique = true;
         self
     }
     /// Adds the object to the root set.
@@ -243,7 +277,7 @@ impl<'h, T: Object> Spawn<'h, T> {
     pub fn create(self) -> Result<Obj<T>, Error> {
         let h = self
             .heap
-            .create_full(self.value, self.outer, self.name.as_ref())?;
+            .create_full(self.value, self.outer, self.name.as_ref(), self.unique)?;
         if self.root {
             self.heap.add_to_root(h)?;
         }
