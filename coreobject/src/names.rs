@@ -1102,6 +1102,19 @@ impl Names {
         Some(self.table.display(name.base, name.number).to_string())
     }
 
+    /// Starts loading the record of the object in slot `index`, which the
+    /// purge is about to [`remove`](Self::remove).
+    #[inline]
+    pub(crate) fn prefetch_record(&self, index: u32) {
+        if let Some(r) = self
+            .recs
+            .id_of(index)
+            .and_then(|id| self.recs.recs.get(id as usize))
+        {
+            prefetch_line(r);
+        }
+    }
+
     /// Forgets the name of a freed slot. Its index entry goes stale (see
     /// the [module docs](self)).
     #[inline]
