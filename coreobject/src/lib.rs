@@ -99,6 +99,12 @@
 //! [`Heap::path_name`] use them. An object keeps its outer alive, as in
 //! Unreal 5 ([`GcConfig::outer_keeps_inners`] adds the reverse).
 //! `spawn`, like [`Heap::create`], takes `&Heap`, so any thread may create.
+//! A name is a [`Name`]: an interned base plus a number, as Unreal's
+//! `FName` (`Level_1` is `Level` and 1), so [`Heap::intern`] once and
+//! [`Name::with_number`] cost no string work; [`Spawn::unique_name`] lets
+//! the heap pick the number (from 2^31 up, never taken by another object),
+//! which also skips the uniqueness lookup: the cheapest name for objects
+//! made by the thousand.
 //!
 //! ```
 //! use coreobject::{Heap, Object};
@@ -489,6 +495,7 @@
 //! | `CanBeInCluster` | `#[object(cluster = false)]`, [`Class::can_be_in_cluster`] |
 //! | `gc.ListClusters` | [`Heap::cluster_report`] |
 //! | `FName` | [`Name`] (interned base + number: [`Heap::intern`], [`Name::with_number`], [`Heap::name`]) |
+//! | `MakeUniqueObjectName` (its fast path) | [`Spawn::unique_name`] |
 //! | `FindObject`, `StaticFindObject` | [`Heap::find`], [`Heap::find_path`] |
 //! | `GetPathName` | [`Heap::path_name`] |
 //! | `obj refs` | [`Heap::reference_chains`] |

@@ -51,6 +51,20 @@
 //! that names objects with ever-new strings keeps only the strings of its
 //! live objects.
 //!
+//! # Generated names skip the probe
+//!
+//! [`Spawn::unique_name`](crate::Spawn::unique_name) names an object with a
+//! base and a number from the base's own counter, from 2^31 up (the fast
+//! path of Unreal's `MakeUniqueObjectName` numbers its names out of a
+//! program's way too). A program that names an object itself with a number
+//! in that range moves the counter past it, so a generated name is unique
+//! by construction: creating the object needs no probe of the index, whose
+//! line is the one cache miss of a named creation. Such records wait, at
+//! most [`PENDING`] of them, and enter the index together, their lines
+//! loaded at once; a lookup of a number in that range also reads the
+//! waiting records, and a free (or any probe for such a number) puts them
+//! in first, so a waiting record is always a live one.
+//!
 //! Class default objects live in the same index, at the top level (no
 //! outer), under names that start with [`DEFAULT_PREFIX`]. User names may
 //! not start with it ([`Names::check`]), so a class default's name never

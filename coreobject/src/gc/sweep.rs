@@ -158,6 +158,16 @@ fn walk_list(
     None
 }
 
+/// Whether the free step frees the object in `item`: it is unreachable,
+/// and hook-free or finished.
+#[inline]
+fn frees(item: &Item) -> bool {
+    let f = item.flags();
+    item.object().is_some()
+        && f & flags::UNREACHABLE != 0
+        && f & (flags::HOOKS | flags::FINISHED) != flags::HOOKS
+}
+
 /// Objects the purge starts loading ahead of the one it frees.
 const AHEAD: usize = 8;
 
@@ -409,25 +419,18 @@ impl Collector {
                             return Cost::Skip;
                         };
                         let f = item.flags();
-                        let freed = item.object().is_some()
-                            && f & flags::UNREACHABLE != 0
-                            && f & (flags::HOOKS | flags::FINISHED) != flags::HOOKS;
+                        let freed = frees(item);
                         {
                             let array = &*stage.array;
                             let names = &*stage.names.get_mut();
                             lead.step(freed, |j| {
-                                let Some(item) = array.item(j) else {
+                                let Some(item) = array.item(j).filter(|item| frees(item)) else {
                                     return false;
                                 };
-                                let f = item.flags();
-                                let Some(p) = item.object() else { return false };
-                                if f & flags::UNREACHABLE == 0
-                                    || f & (flags::HOOKS | flags::FINISHED) == flags::HOOKS
-                                {
-                                    return false;
+                                if let Some(p) = item.object() {
+                                    prefetch_line(p.as_ptr());
                                 }
-                                prefetch_line(p.as_ptr());
-                                if f & flags::NAMED != 0 {
+                                if item.flags() & flags::NAMED != 0 {
                                     names.prefetch_record(j);
                                 }
                                 true
