@@ -1399,4 +1399,81 @@ mod tests {
         assert!(n.claim(None, &NameArg::Name(d)).is_ok());
         assert!(n.intern("Default__X").is_err());
     }
+
+    /// Names slot `i` with a generated name on `base` under `outer`.
+    fn unique(n: &mut Names, i: u32, outer: Option<AnyObj>, base: &str) -> Key {
+        let key = n.claim_unique(outer, &text(base)).unwrap();
+        n.insert(obj(i), key);
+        key
+    }
+
+    #[test]
+    fn generated_names_wait_then_enter_the_index() {
+        let mut n = Names::default();
+        let world = obj(0);
+        // Fewer than PENDING: all wait, and are found among the pending.
+        for i in 1..=10 {
+            let outer = (i % 2 == 0).then_some(world);
+            let k = unique(&mut n, i, outer, "Bullet_7");
+            assert_eq!(
+                k.number,
+                UNIQUE_FIRST + i - 1,
+                "the number given is ignored"
+            );
+        }
+        assert_eq!(n.pending.len(), 10);
+        assert_eq!(n.index.used, 0);
+        assert_eq!(n.find(Some(world), "Bullet_2147483649"), Some(obj(2)));
+        assert_eq!(n.find(None, "Bullet_2147483648"), Some(obj(1)));
+        assert_eq!(
+            n.find(None, "Bullet_2147483649"),
+            None,
+            "under another outer"
+        );
+        assert_eq!(n.name_of(3).as_deref(), Some("Bullet_2147483650"));
+        // The PENDING-th enters them all.
+        for i in 11..=PENDING as u32 {
+            unique(&mut n, i, None, "Bullet");
+        }
+        assert!(n.pending.is_empty());
+        assert_eq!(n.index.used, PENDING);
+        assert_eq!(n.find(Some(world), "Bullet_2147483649"), Some(obj(2)));
+        // A program's own name in the range: refused while a pending
+        // record holds it, and moves the counter past it when free.
+        unique(&mut n, 40, None, "Bullet");
+        let taken = n.claim(None, &text(&format!("Bullet_{}", (1u64 << 31) + 32)));
+        assert!(matches!(taken, Err(Error::NameTaken { .. })), "{taken:?}");
+        assert!(
+            n.pending.is_empty(),
+            "a probe in the range enters the pending first"
+        );
+        name(&mut n, obj(41), None, "Bullet_2147483700");
+        let k = unique(&mut n, 42, None, "Bullet");
+        assert_eq!(k.number, UNIQUE_FIRST + 53, "past 2147483700");
+        // A free enters the pending first, so a reused record id is safe.
+        n.remove(42);
+        assert_eq!(n.find(None, "Bullet_2147483701"), None);
+        assert_eq!(n.find(None, "Bullet_2147483700"), Some(obj(41)));
+    }
+
+    #[test]
+    fn a_used_up_range_falls_back_to_probing() {
+        let mut n = Names::default();
+        // The largest number moves the counter past the end of the range.
+        name(&mut n, obj(1), None, &format!("Shell_{}", Name::MAX_NUMBER));
+        let id = n.table.get("Shell").unwrap();
+        assert_eq!(n.table.entries[id as usize].next_unique, 0);
+        let mut seen = std::collections::HashSet::new();
+        for i in 2..40 {
+            let k = unique(&mut n, i, None, "Shell");
+            assert!(k.number >= UNIQUE_FIRST);
+            assert!(seen.insert(k.number), "{} given twice", k.number);
+            assert_ne!(k.number, Name::MAX_NUMBER + 1, "taken by obj 1");
+        }
+        assert!(n.pending.is_empty(), "probed names enter the index at once");
+        for i in 2..40 {
+            let name = n.name_of(i).unwrap();
+            assert_eq!(n.find(None, &name), Some(obj(i)));
+        }
+    }
 }
