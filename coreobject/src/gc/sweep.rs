@@ -122,6 +122,14 @@ fn walk_zeros(
     None
 }
 
+/// Whether slot `i`'s bit is set in `marks`.
+#[inline]
+fn marked(marks: &[u64], i: u32) -> bool {
+    marks
+        .get((i >> 6) as usize)
+        .is_some_and(|w| w & (1 << (i & 63)) != 0)
+}
+
 /// [`walk_zeros`] for a minor cycle: calls `f` on each slot of `list` from
 /// position `start` that is below `to` and unmarked, charging the budget as
 /// `walk_zeros` does (and one unit per eight skipped entries). Returns the
@@ -135,13 +143,8 @@ fn walk_list(
     budget: &mut Budget,
     mut f: impl FnMut(u32) -> Cost,
 ) -> Option<u32> {
-    let marked = |i: u32| {
-        marks
-            .get((i >> 6) as usize)
-            .is_some_and(|w| w & (1 << (i & 63)) != 0)
-    };
     for (k, &i) in list.iter().enumerate().skip(start as usize) {
-        let cost = if i >= to || marked(i) {
+        let cost = if i >= to || marked(marks, i) {
             Cost::Skip
         } else {
             f(i)
@@ -226,11 +229,7 @@ impl<'a> Lead<'a> {
             for _ in 0..LEAD_SCAN {
                 let &i = list.get(self.w)?;
                 self.w += 1;
-                let marked = self
-                    .marks
-                    .get((i >> 6) as usize)
-                    .is_some_and(|w| w & (1 << (i & 63)) != 0);
-                if i < self.to && !marked {
+                if i < self.to && !marked(self.marks, i) {
                     return Some(i);
                 }
             }
