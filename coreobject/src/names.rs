@@ -857,15 +857,15 @@ impl Names {
     /// The live object holding `key`: in the index, or for a generated
     /// number, among the pending records too.
     fn lookup(&self, key: &Key) -> Option<AnyObj> {
-        self.index.find(&self.recs, key).or_else(|| {
-            (key.number >= UNIQUE_FIRST)
-                .then(|| {
-                    self.pending
-                        .iter()
-                        .find_map(|&id| self.recs.holder(id, key))
-                })
-                .flatten()
-        })
+        if let Some(o) = self.index.find(&self.recs, key) {
+            return Some(o);
+        }
+        if key.number < UNIQUE_FIRST {
+            return None;
+        }
+        self.pending
+            .iter()
+            .find_map(|&id| self.recs.holder(id, key))
     }
 
     /// Finds by [`Name`]; a name this table does not hold finds nothing.
@@ -1004,12 +1004,18 @@ impl Names {
         }
     }
 
-    /// Puts the pending records in the index: their first index entries
-    /// are loaded together, then each is placed.
+    /// Puts the pending records, if any, in the index. Inlined: every
+    /// free of a named object calls it.
+    #[inline]
     fn flush(&mut self) {
-        if self.pending.is_empty() {
-            return;
+        if !self.pending.is_empty() {
+            self.enter_pending();
         }
+    }
+
+    /// [`flush`](Self::flush) with records waiting: their first index
+    /// entries are loaded together, then each is placed.
+    fn enter_pending(&mut self) {
         if (self.index.used + self.pending.len()) * 4 > self.index.entries.len() * 3
             || !self.ids_fit()
         {
