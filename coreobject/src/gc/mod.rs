@@ -393,6 +393,8 @@ pub(crate) struct Collector {
     /// The parallel marker's worker threads, started on the first parallel
     /// drain and kept (rebuilt when the thread count changes).
     pool: Option<par::Pool>,
+    /// Work units the last slice did (see [`Tick::work`]).
+    slice_work: usize,
 }
 
 impl Collector {
@@ -425,6 +427,7 @@ impl Collector {
             pre: Vec::new(),
             post: Vec::new(),
             pool: None,
+            slice_work: 0,
         }
     }
 
@@ -534,15 +537,17 @@ impl Collector {
                 tick.started = Some(trigger);
             }
         }
-        if self.cycle.is_some() {
-            let before = self.work_so_far();
+        if let Some(c) = &self.cycle {
+            tick.began_in = c.step.phase();
             tick.completed = self.run(&mut stage, budget);
-            let after = match &tick.completed {
-                Some(s) => s.marked + s.unreachable + s.freed,
-                None => self.work_so_far(),
+            tick.work = self.slice_work;
+            tick.ended_in = match tick.completed {
+                Some(_) => Phase::Purge,
+                None => self.phase(),
             };
-            tick.work = after.saturating_sub(before);
         } else if !self.pending.is_empty() {
+            tick.began_in = Phase::Purge;
+            tick.ended_in = Phase::Purge;
             stage.array.sync();
             let mut caught: Caught = None;
             let freed = self.finish_pending(&mut stage, &mut caught);
@@ -557,13 +562,6 @@ impl Collector {
         tick.phase = self.phase();
         tick.time = t0.elapsed();
         tick
-    }
-
-    /// Objects processed so far in the cycle in flight.
-    fn work_so_far(&self) -> usize {
-        self.cycle
-            .as_ref()
-            .map_or(0, |c| c.stats.marked + c.stats.unreachable + c.stats.freed)
     }
 
     /// Starts a cycle: callbacks, the root list, the bitmap. A minor cycle
@@ -723,6 +721,7 @@ impl Collector {
             done = self.purge_slice(stage, &mut cycle, &mut budget, &mut caught);
         }
         let slice = t0.elapsed();
+        self.slice_work = budget.used();
         cycle.owed = cycle.owed.saturating_sub(slice);
         cycle.stats.slices += 1;
         cycle.stats.max_slice = cycle.stats.max_slice.max(slice);
