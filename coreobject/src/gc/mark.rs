@@ -49,6 +49,11 @@ pub(super) const RING: usize = 8;
 /// hold a whole frontier, and the line would be evicted before its turn.
 const LOOKAHEAD: usize = 32;
 
+/// Dead queue entries (that would mark nothing) dropped per work unit by
+/// [`Marker::skip_dead_front`]: each costs a load of its table item, a
+/// fraction of a scan.
+const SKIPS_PER_UNIT: usize = 8;
+
 /// What the rings carry for each object to scan.
 pub(super) trait Carry {
     type Slot: Copy;
@@ -222,6 +227,8 @@ pub(crate) struct Marker<'a> {
     /// GC clusters, when there are any: greying a member greys them all.
     clusters: Option<&'a Clusters>,
     pub(crate) marked: usize,
+    /// Queue only admissible handles ([`Marker::set_filter`]).
+    filter: bool,
 }
 
 impl<'a> Marker<'a> {
@@ -240,6 +247,7 @@ impl<'a> Marker<'a> {
             inners,
             clusters: None,
             marked: 0,
+            filter: false,
         }
     }
 
@@ -380,22 +388,45 @@ impl<'a> Marker<'a> {
         Pop::Grey(C::pack(p, bits, f))
     }
 
-    /// With the budget spent: drops the queue's front entries that would
-    /// mark nothing (stale, garbage, pool or already marked handles) at no
-    /// charge. Returns `true` if that empties the queue. So a drain with no
-    /// budget left still reports a queue that holds nothing to mark as dry,
-    /// and marking can end in a slice whose looks greyed nothing new, even
-    /// when they queued such handles (a re-scan queues an object's garbage
-    /// children every time).
-    fn skip_dead_front(&mut self) -> bool {
+    /// Drops the queue's front entries that would mark nothing (stale,
+    /// garbage, pool or already marked handles), charging the budget one
+    /// unit per [`SKIPS_PER_UNIT`] entries. Returns `true` if that empties
+    /// the queue. So a drain reports a queue that holds nothing to mark as
+    /// dry, and marking can end in a slice whose looks greyed nothing new;
+    /// and a queue of many such entries (a breadth-first drain leaves one
+    /// per reference to an object queued twice) is worked off over several
+    /// slices, never in one.
+    fn skip_dead_front(&mut self, budget: &mut Budget) -> bool {
+        let mut n = 0usize;
         while let Some(&bits) = self.queue.front() {
             let (i, serial) = (bits as u32, (bits >> 32) as u32);
             if !self.is_marked(i) && admit(self.chunks.at(i), serial).is_some() {
                 return false;
             }
+            if n % SKIPS_PER_UNIT == 0 && budget.spend(1) {
+                return false;
+            }
+            n += 1;
             self.queue.pop_front();
         }
         true
+    }
+
+    /// Whether popping `obj` would grey it (its slot still holds it, and
+    /// it is neither garbage, dying nor in the pool).
+    #[inline]
+    fn admissible(&self, obj: AnyObj) -> bool {
+        self.chunks
+            .get(obj.index())
+            .is_some_and(|item| admit(item, obj.serial()).is_some())
+    }
+
+    /// While `on`, every visit queues only admissible handles (see
+    /// [`admit`]): for the looks at what
+    /// the program did, whose handles are often stale or already marked.
+    #[inline]
+    pub(crate) fn set_filter(&mut self, on: bool) {
+        self.filter = on;
     }
 
     /// Sets slot `i`'s mark bit (below the cycle's high water).
@@ -438,7 +469,7 @@ impl<'a> Marker<'a> {
             return true;
         }
         if budget.is_spent() {
-            return self.skip_dead_front();
+            return self.skip_dead_front(budget);
         }
         let (marked, dry) = super::par::drain(
             self.chunks,
@@ -451,7 +482,7 @@ impl<'a> Marker<'a> {
             budget,
         );
         self.marked += marked;
-        dry || self.skip_dead_front()
+        dry || self.skip_dead_front(budget)
     }
 
     /// [`drain`](Self::drain), with rings carrying `C`.
@@ -499,7 +530,7 @@ impl<'a> Marker<'a> {
                 self.scan(oldest, key);
                 scanned = true;
             } else {
-                return open || self.skip_dead_front();
+                return open || self.skip_dead_front(budget);
             }
         }
     }
@@ -510,6 +541,9 @@ impl Visitor for Marker<'_> {
     fn visit(&mut self, obj: AnyObj) {
         let i = obj.index();
         if i >= self.high_water || self.is_marked(i) {
+            return;
+        }
+        if self.filter && !self.admissible(obj) {
             return;
         }
         self.queue.push_back(obj.to_bits());
