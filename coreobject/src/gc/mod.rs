@@ -269,8 +269,14 @@ pub(crate) struct Stage<'h> {
 /// Where a cycle in flight is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
-    /// Scanning the pool's objects, from this index.
+    /// Scanning the pool's objects, from this index (a major cycle), or
+    /// looking at the young objects, from this position in the cycle's
+    /// list (a minor one: the new pool objects, the young members of
+    /// clusters with old members, the young inners of old outers).
     Pool(u32),
+    /// Re-scanning the remembered set (a minor cycle's old objects changed
+    /// since the last cycle), from this position.
+    Remembered(usize),
     /// Draining the work queue and re-scanning what changed.
     Mark,
     /// Flagging unreachable objects and running `begin_destroy`, from this
@@ -291,7 +297,7 @@ enum Step {
 impl Step {
     fn phase(self) -> Phase {
         match self {
-            Step::Pool(_) | Step::Mark => Phase::Mark,
+            Step::Pool(_) | Step::Remembered(_) | Step::Mark => Phase::Mark,
             _ => Phase::Purge,
         }
     }
@@ -337,6 +343,9 @@ struct Cycle {
     /// objects, old ones marked as garbage; the free step adds the pending
     /// objects finished this cycle). Major cycles walk the bitmap instead.
     list: Vec<u32>,
+    /// Minor cycles: the remembered set when the cycle started, re-scanned
+    /// in budgeted pieces ([`Step::Remembered`]).
+    remembered: Vec<u32>,
 }
 
 /// The collector: its settings, its state between slices, its books.
@@ -649,6 +658,7 @@ impl Collector {
             kind,
             scanned_born: 0,
             list,
+            remembered: std::mem::take(&mut self.regrey),
         });
 
         // Root candidates: drop stale and duplicate entries, keep the rest.
@@ -701,7 +711,7 @@ impl Collector {
         self.pace(&mut cycle, &mut budget, t0);
         let mut caught: Caught = None;
         let mut done = false;
-        if matches!(cycle.step, Step::Pool(_) | Step::Mark) {
+        if matches!(cycle.step, Step::Pool(_) | Step::Remembered(_) | Step::Mark) {
             let ts = Instant::now();
             let _mark = tracing::info_span!("gc.mark").entered();
             let marked = catch_unwind(AssertUnwindSafe(|| {
@@ -717,7 +727,7 @@ impl Collector {
                 }
             }
         }
-        if !matches!(cycle.step, Step::Pool(_) | Step::Mark) {
+        if !matches!(cycle.step, Step::Pool(_) | Step::Remembered(_) | Step::Mark) {
             done = self.purge_slice(stage, &mut cycle, &mut budget, &mut caught);
         }
         let slice = t0.elapsed();
@@ -758,6 +768,9 @@ impl Collector {
         array.watch(false);
         array.take_touched(&mut self.regrey);
         for i in std::mem::take(&mut self.regrey) {
+            array.at(i).clear(flags::REGREY);
+        }
+        for &i in &cycle.remembered {
             array.at(i).clear(flags::REGREY);
         }
         self.greyed.lock().clear();

@@ -130,7 +130,7 @@ impl Collector {
         let span = cycle.hw.saturating_sub(cycle.pool_end).max(1) as f64;
         let at = |i: u32| i.saturating_sub(cycle.pool_end) as f64 / span;
         match cycle.step {
-            Step::Pool(_) => 0.0,
+            Step::Pool(_) | Step::Remembered(_) => 0.0,
             Step::Mark => 0.5 * (cycle.stats.marked as f64 / live).min(1.0),
             Step::Sweep(i) => 0.5 + 0.25 * at(i),
             Step::Poll(_) | Step::Finish(_) => 0.75,
