@@ -90,14 +90,17 @@ pub struct GcConfig {
     /// slice (Unreal's `gc.IncrementalReachabilityTimeLimit` and
     /// `gc.IncrementalGCTimePerFrame`). `None` collects stop-the-world.
     ///
-    /// What a budget means: a slice aims to stop at it, but by default it is
-    /// **not a hard cap**. A slice whose cycle falls behind the program may
-    /// run up to [`incremental_stretch`](Self::incremental_stretch) times the
-    /// budget (4 by default: a 2 ms budget may take 8 ms), which keeps the
-    /// cycle from being forced into one long pause; set the stretch to `1.0`
-    /// for a hard budget. A slice also finishes the work it has in hand: the
-    /// scan of one object, and the re-scan of the objects the program changed
-    /// since the previous slice. `Duration::MAX` means no deadline.
+    /// What a budget means: by default a **cap**. Every step of a cycle
+    /// works in pieces and reads the clock every few dozen units of work, so
+    /// a slice stops at its deadline, overrunning it only by the work it has
+    /// in hand: the scan of one object (a single object holding a million
+    /// handles is one scan), and, in the slice that ends marking, the
+    /// re-scan of the objects the program changed through
+    /// [`Heap::get_mut`](crate::Heap::get_mut) since the previous slice
+    /// (writes through [`Heap::data_mut`](crate::Heap::data_mut) cost
+    /// nothing). With [`incremental_stretch`](Self::incremental_stretch)
+    /// above 1, a slice whose cycle falls behind the program may run up to
+    /// that many times the budget instead. `Duration::MAX` means no deadline.
     pub incremental: Option<Duration>,
     /// Incremental collection: when objects created during a cycle exceed
     /// this multiple of the objects alive at its start (which pacing, see
@@ -112,8 +115,10 @@ pub struct GcConfig {
     /// since the previous one, so that the cycle ends before they reach
     /// [`incremental_debt`](Self::incremental_debt); a slice that has not paid
     /// it by its deadline runs on until it has, or until `incremental_stretch`
-    /// times its budget has passed. `1.0` never stretches (a cycle that falls
-    /// behind is then finished at once by the debt rule, in one long pause).
+    /// times its budget has passed. `1.0`, the default, never stretches: the
+    /// budget is a cap (a cycle that falls behind is then finished at once
+    /// by the debt rule, in one long pause; [`CollectStats::forced`](crate::CollectStats::forced)
+    /// says so).
     ///
     /// ```
     /// use std::time::Duration;
@@ -271,7 +276,7 @@ impl GcConfig {
         growth_floor: 1024,
         incremental: None,
         incremental_debt: Some(1.0),
-        incremental_stretch: 4.0,
+        incremental_stretch: 1.0,
         finish_destroy_timeout: Duration::from_secs(5),
         outer_keeps_inners: false,
         threads: 1,

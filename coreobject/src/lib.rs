@@ -155,8 +155,11 @@
 //! frame instead: the [`GcConfig`] triggers (time between collections,
 //! object count, bytes, heap growth) decide when a cycle starts, and with
 //! [`GcConfig::incremental`] set, each tick runs one slice of the cycle of
-//! about that budget (see [`GcConfig::incremental_stretch`] for how far a
-//! slice may run past it) and returns; the program runs between slices.
+//! at most that budget (a cap by default: [`GcConfig::incremental`] says
+//! what a slice finishes past it, [`GcConfig::incremental_stretch`] how to
+//! let it run longer) and returns; the program runs between slices.
+//! [`Heap::data_mut`] changes an object's handle-free fields at no cost to
+//! the collector (see [`Data`]).
 //! The returned [`Tick`] says what the slice did (`started`, `completed`
 //! with the cycle's [`CollectStats`], `phase`, `work`, `freed`, `time`).
 //! Objects created during a cycle survive it, and [`Heap::get_mut`] tells

@@ -59,6 +59,11 @@
 //!   list, through an item flag); marking re-scans every listed object that
 //!   was already marked, so a reference stored into a scanned object is
 //!   found. When no cycle marks, the barrier is one predictable branch.
+//!   [`Heap::data_mut`](crate::Heap::data_mut) is a second door that skips
+//!   it: it reaches only the fields whose type cannot hold a strong handle
+//!   ([`Data`](crate::Data)), so the object's references stay what marking
+//!   saw, and a game that moves every actor every frame through it costs
+//!   the collector nothing.
 //! * **The read barrier of interior-mutable classes.** An object whose
 //!   handles sit behind a lock or in an atomic
 //!   ([`Trace::INTERIOR_MUT`](crate::Trace::INTERIOR_MUT)) can change with
@@ -86,16 +91,35 @@
 //!   list, referencer reports) grey nothing new: no mutator runs inside a
 //!   slice. The re-scan list is worked off whole in every slice that reaches
 //!   it, and charged to the slice's budget: it holds each object changed
-//!   since the previous slice once, so its cost is proportional to what the
-//!   program changed, never to the heap, and a mutator that writes between
-//!   every two slices cannot refill it faster than it is emptied. A drain
-//!   whose budget is spent still drops, at no charge, queued handles that
-//!   would mark nothing (stale, garbage, already marked), so a slice that
-//!   greys nothing new ends marking even with no budget left. Every other
-//!   slice marks at least one unmarked object, and objects created during
-//!   the cycle are black, so marking ends after at most as many slices as
-//!   there were objects when it began, whatever the mutator does (with
-//!   [`Heap::step`](crate::Heap::step)`(1)` too).
+//!   through `get_mut` since the previous slice once, so its cost is
+//!   proportional to what the program changed in one frame, never to the
+//!   heap or the cycle, and a mutator that writes between every two slices
+//!   cannot refill it faster than it is emptied. (A minor cycle's remembered
+//!   set, the old objects changed since the last cycle, is re-scanned in
+//!   budgeted pieces when the cycle starts.) The looks queue only handles
+//!   that would mark something, and queued handles that turn out to mark
+//!   nothing (stale, garbage, already marked) are dropped at a unit per
+//!   eight, so no slice drops more than its budget allows. Every slice
+//!   either marks an unmarked object or drops queued entries; objects
+//!   created during the cycle are black, and the entries are bounded by the
+//!   references of the objects marked, so marking ends after a number of
+//!   slices bounded by the objects and references alive when it began,
+//!   whatever the mutator does (with [`Heap::step`](crate::Heap::step)`(1)`
+//!   too).
+//! * **What each step costs.** In units of work ([`Tick::work`]), each
+//!   slice stopping at its budget: the pool's scan (one unit per pool
+//!   slot), a minor cycle's look at its young objects (one per young
+//!   object) and its remembered set (one per remembered object), the drain
+//!   (one per object marked or queue entry popped, one per eight dead
+//!   entries dropped), the looks at what the program did (one per object
+//!   created or changed), the sweep (one per 64-slot bitmap word of a major
+//!   cycle, or eight young-list entries of a minor one, and one per object
+//!   flagged), the destruction hooks and the free step (one per object).
+//!   The bookkeeping between steps (starting a cycle, ending marking,
+//!   promotion after a minor cycle) is proportional to what the program
+//!   created or changed, except a major cycle's start, which clears the
+//!   mark bitmap (`slots / 8` bytes, one `memset`). What a slice cannot
+//!   split: one object's scan (all of its references at once).
 //! * **Keeping up.** A timed slice is paced: the objects created since the
 //!   previous slice owe the cycle a share of its estimated time (from the
 //!   last cycle's time per live object), sized so that the cycle ends by the

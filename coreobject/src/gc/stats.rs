@@ -145,12 +145,15 @@ pub struct Tick {
     pub ended_in: Phase,
     /// Time spent in the collector during this tick, whatever the phase.
     pub time: Duration,
-    /// Work units done during this tick: objects marked, scanned (pool
-    /// objects, objects created or changed during the cycle, each chunk of
-    /// a large object's references), queue entries dropped, bitmap words and
-    /// young-list entries walked, objects swept, polled, finished or freed.
-    /// A slice of [`Heap::step`](crate::Heap::step)`(n)` does about `n`
-    /// (see its docs for the bound).
+    /// Work units done during this tick: objects marked or scanned (pool
+    /// objects, young and remembered objects of a minor cycle, objects
+    /// created or changed during the cycle), queue entries popped or
+    /// dropped, bitmap words and young-list entries walked, objects swept,
+    /// polled, finished or freed (the costs are listed in the
+    /// [`gc`](crate::gc) module's docs). A slice of
+    /// [`Heap::step`](crate::Heap::step)`(n)` does about `n`: the budget is
+    /// checked after each unit, and a drain finishes the few objects in its
+    /// prefetch pipeline.
     pub work: usize,
     /// Objects freed during this tick (this cycle's and earlier pending ones).
     pub freed: usize,
