@@ -429,6 +429,7 @@ mod tests {
             budget: Duration::from_micros(200),
             young_threshold: None,
             clusters,
+            moves: crate::world::Moves::Door,
         })
         .unwrap();
         let mut records = Vec::new();

@@ -37,6 +37,9 @@ pub struct RunSettings {
     /// Whether levels' static content and packages were GC clusters:
     /// `"on"` or `"off"`.
     pub clusters: Clusters,
+    /// How actors and projectiles moved: `"door"` (`Heap::data_mut`) or
+    /// `"get-mut"`.
+    pub moves: crate::world::Moves,
     /// Share of the target population that is static level content.
     pub static_share: f64,
 }
@@ -756,11 +759,12 @@ impl RunReport {
             &mut s,
             "frames over budget",
             format!(
-                "{} of {} frames with GC work (budget {}); {} over twice the budget",
-                g.frames_over_budget,
-                g.frames_with_gc,
+                "{} real overruns (over the budget {} by more than 10%), of {} frames with GC                  work; {} over twice the budget; {} more used their budget (over it by at most 10%)",
+                g.frames_overrun,
                 ms(g.budget_us),
-                g.frames_over_double_budget
+                g.frames_with_gc,
+                g.frames_over_double_budget,
+                g.frames_over_budget - g.frames_overrun
             ),
         );
         let peak = &self.peak_memory;

@@ -189,6 +189,29 @@ impl Clusters {
     }
 }
 
+/// How actors and projectiles move every frame (`--moves`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Moves {
+    /// Through the data door (`Heap::data_mut`): positions cannot hold
+    /// handles, so a move costs the collector nothing.
+    Door,
+    /// Through `Heap::get_mut`, the general door: while a cycle marks,
+    /// every moved object is re-scanned; between cycles, every old one
+    /// joins the remembered set.
+    GetMut,
+}
+
+impl Moves {
+    /// `"door"` or `"get-mut"`, as `--moves` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Moves::Door => "door",
+            Moves::GetMut => "get-mut",
+        }
+    }
+}
+
 /// What the user asked for.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -208,6 +231,8 @@ pub struct Settings {
     pub young_threshold: Option<usize>,
     /// Whether levels' static content and packages become GC clusters.
     pub clusters: Clusters,
+    /// How every live actor and projectile moves each frame.
+    pub moves: Moves,
 }
 
 impl Settings {
@@ -578,6 +603,7 @@ impl Sim {
         }
         self.kill_actors();
         self.think()?;
+        self.move_actors();
         self.fly_projectiles();
         self.spawn_to_target(frame)?;
         let logic = t0.elapsed();
@@ -1406,6 +1432,28 @@ impl Sim {
         Ok(())
     }
 
+    /// Every live actor moves a step, as in a game: through the data door,
+    /// or through `get_mut` with `--moves get-mut`.
+    fn move_actors(&mut self) {
+        let door = self.settings.moves == Moves::Door;
+        let frame = self.heap[self.world].frame as f32;
+        for level in self.levels() {
+            for k in 0..self.heap[level].actors.len() {
+                let actor = self.heap[level].actors[k];
+                let drift = [(frame * 0.01).sin() * 0.1, (frame * 0.01).cos() * 0.1];
+                if door {
+                    if let Some(a) = self.heap.data_mut(actor) {
+                        a.transform.position[0] += drift[0];
+                        a.transform.position[1] += drift[1];
+                    }
+                } else if let Some(a) = self.heap.get_mut(actor) {
+                    a.transform.position[0] += drift[0];
+                    a.transform.position[1] += drift[1];
+                }
+            }
+        }
+    }
+
     /// Moves projectiles; expired ones are dropped by their level and
     /// become unreachable.
     fn fly_projectiles(&mut self) {
@@ -1414,14 +1462,26 @@ impl Sim {
             let list = std::mem::take(&mut self.heap[level].projectiles);
             let mut kept = Vec::with_capacity(list.len());
             for p in list {
-                let Some(pr) = self.heap.get_mut(p) else {
-                    continue;
+                let ttl = if self.settings.moves == Moves::Door {
+                    let Some(pr) = self.heap.data_mut(p) else {
+                        continue;
+                    };
+                    for k in 0..3 {
+                        pr.position[k] += pr.velocity[k] * dt;
+                    }
+                    *pr.ttl -= 1;
+                    *pr.ttl
+                } else {
+                    let Some(pr) = self.heap.get_mut(p) else {
+                        continue;
+                    };
+                    for k in 0..3 {
+                        pr.position[k] += pr.velocity[k] * dt;
+                    }
+                    pr.ttl -= 1;
+                    pr.ttl
                 };
-                for k in 0..3 {
-                    pr.position[k] += pr.velocity[k] * dt;
-                }
-                pr.ttl -= 1;
-                if pr.ttl == 0 {
+                if ttl == 0 {
                     self.population -= 1;
                     self.counters.projectiles_expired += 1;
                     self.graves.push(Grave::Projectile(p));
@@ -1601,6 +1661,7 @@ mod tests {
             gc: GcMode::Incremental,
             budget: Duration::from_millis(2),
             young_threshold: None,
+            moves: Moves::Door,
             clusters: Clusters::On,
         })
         .unwrap()
@@ -1764,6 +1825,7 @@ mod tests {
             gc: GcMode::Generational,
             budget: Duration::from_millis(2),
             young_threshold: None,
+            moves: Moves::Door,
             clusters: Clusters::On,
         })
         .unwrap()

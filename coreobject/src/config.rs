@@ -234,8 +234,40 @@ pub struct GcConfig {
     /// triggers start major cycles: [`growth`](Self::growth) then compares
     /// the old generation (the last cycle's survivors) with the last major
     /// cycle's survivors, and [`interval`](Self::interval) counts from the
-    /// last major cycle.
+    /// last major cycle. Takes precedence over
+    /// [`young_share`](Self::young_share).
     pub young_threshold: Option<usize>,
+    /// With [`generational`](Self::generational) and no
+    /// [`young_threshold`](Self::young_threshold): the young generation's
+    /// size as a share of the heap, so that minor cycles need no tuning.
+    /// [`Heap::tick`](crate::Heap::tick) starts a minor cycle when the
+    /// objects created since the last cycle reach this share of the objects
+    /// that survived it (and at least [`growth_floor`](Self::growth_floor)),
+    /// as Lua's generational mode and the JVMs size their young generation
+    /// from the heap. `Some(0.25)` by default: a heap of a million objects
+    /// runs a minor cycle each 250,000 objects created, and a major one
+    /// when the old generation has doubled ([`growth`](Self::growth)).
+    /// `None` (and [`MANUAL`](Self::MANUAL)) runs no automatic minor cycle.
+    ///
+    /// ```
+    /// use coreobject::{CycleKind, Heap, Object};
+    /// use std::time::Duration;
+    /// #[derive(Object, Default)]
+    /// struct Spark;
+    /// let mut heap = Heap::new();
+    /// let mut kinds = Vec::new();
+    /// for _ in 0..20 {
+    ///     for _ in 0..1_000 {
+    ///         heap.create(Spark); // short-lived: never stored anywhere
+    ///     }
+    ///     if let Some(stats) = heap.tick(Duration::from_millis(16)).completed {
+    ///         kinds.push(stats.kind);
+    ///     }
+    /// }
+    /// assert_eq!(kinds[0], CycleKind::Major, "nothing is old before the first cycle");
+    /// assert!(kinds[1..].iter().all(|&k| k == CycleKind::Minor), "{kinds:?}");
+    /// ```
+    pub young_share: Option<f64>,
     /// Whether [`Heap::tick`](crate::Heap::tick) may start a major cycle on
     /// its own (interval, object count, bytes, growth). `false` leaves only
     /// minor cycles to `tick`: a game can forbid the long full collections
@@ -284,6 +316,7 @@ impl GcConfig {
         parallel_drop: false,
         generational: true,
         young_threshold: None,
+        young_share: Some(0.25),
         automatic_majors: true,
     };
 
@@ -291,6 +324,7 @@ impl GcConfig {
     pub const MANUAL: GcConfig = GcConfig {
         interval: None,
         growth: None,
+        young_share: None,
         ..GcConfig::DEFAULT
     };
 

@@ -211,8 +211,10 @@
 //! Two ways to make a collection cost less than the whole heap.
 //! **Generational collection** (on by default): [`Heap::collect_minor`]
 //! marks only from what changed since the last cycle and frees only young
-//! objects (see [`gc`]'s chapter); [`GcConfig::young_threshold`] lets
-//! [`Heap::tick`] run minor cycles on its own. **GC clusters** (Unreal's
+//! objects (see [`gc`]'s chapter); [`Heap::tick`] runs them on its own,
+//! each time the objects created reach a share of the heap
+//! ([`GcConfig::young_share`], a quarter by default, or a fixed
+//! [`GcConfig::young_threshold`]). **GC clusters** (Unreal's
 //! `FUObjectCluster`, made at run time): [`Heap::create_cluster`] groups an
 //! object and what it reaches, and the collector keeps or frees the group as
 //! one unit; [`Heap::cluster_report`] lists them, [`Heap::verify_clusters`]

@@ -50,7 +50,11 @@ fn heap(threads: usize) -> Heap {
         parallel_threshold: 0,
         ..GcConfig::MANUAL
     };
-    Heap::with_config(HeapConfig { gc, ..HeapConfig::DEFAULT }).unwrap()
+    Heap::with_config(HeapConfig {
+        gc,
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap()
 }
 
 /// The model: every object's children as stored, and the roots.
@@ -227,7 +231,11 @@ fn model_run(kind: CycleKind, threads: usize, n: Option<usize>, seed: u64) {
     }
     let reach = model.reachable();
     assert_reachable_alive(&heap, &model, &ctx);
-    assert_eq!(heap.len(), reach.len(), "{ctx}: unreachable objects survive");
+    assert_eq!(
+        heap.len(),
+        reach.len(),
+        "{ctx}: unreachable objects survive"
+    );
     assert_eq!(heap.gc_phase(), Phase::Idle);
 }
 
@@ -291,7 +299,10 @@ fn every_phase_of_a_large_heap_stays_within_the_work_budget() {
             0 => Vec::new(),
             _ => (0..4).map(|k| all[(i * 7 + k * 131) % i]).collect(),
         };
-        all.push(heap.create(Node { kids, ..Node::default() }));
+        all.push(heap.create(Node {
+            kids,
+            ..Node::default()
+        }));
     }
     // One object holds a handle to every other (and half of them are
     // garbage: only every other one is also reachable from the hub).
@@ -306,8 +317,14 @@ fn every_phase_of_a_large_heap_stays_within_the_work_budget() {
     // the test slow in a debug build; the next test moves every one).
     let movers: Vec<_> = all.iter().copied().step_by(64).collect();
     let (work, phases) = largest_slice(&mut heap, CycleKind::Major, n, &movers);
-    assert!(work <= limit, "major: a slice did {work} units (limit {limit})");
-    assert!(phases.contains("Mark") && phases.contains("Purge"), "{phases:?}");
+    assert!(
+        work <= limit,
+        "major: a slice did {work} units (limit {limit})"
+    );
+    assert!(
+        phases.contains("Mark") && phases.contains("Purge"),
+        "{phases:?}"
+    );
 
     // A minor cycle over as many young objects, half of them kept by an
     // old one, and a remembered set of every old object changed (through
@@ -321,7 +338,10 @@ fn every_phase_of_a_large_heap_stays_within_the_work_budget() {
         heap.get_mut(o).unwrap().id += 1;
     }
     let (work, _) = largest_slice(&mut heap, CycleKind::Minor, n, &movers);
-    assert!(work <= limit, "minor: a slice did {work} units (limit {limit})");
+    assert!(
+        work <= limit,
+        "minor: a slice did {work} units (limit {limit})"
+    );
     let last = heap.last_collection().unwrap();
     assert_eq!(last.kind, CycleKind::Minor);
     assert!(last.remembered >= old.len() / 2, "{last:?}");
@@ -336,9 +356,7 @@ fn the_data_door_adds_no_work_to_a_cycle() {
     let run = |door: bool| {
         let mut heap = heap(1);
         let hub = heap.spawn(Node::default()).root().create().unwrap();
-        let all: Vec<_> = (0..objects)
-            .map(|_| heap.create(Node::default()))
-            .collect();
+        let all: Vec<_> = (0..objects).map(|_| heap.create(Node::default())).collect();
         heap[hub].kids = all.clone();
         heap.collect().unwrap();
         let mut largest = 0;
@@ -367,5 +385,8 @@ fn the_data_door_adds_no_work_to_a_cycle() {
     // Through `get_mut`, every object moved since the previous slice is
     // re-scanned by the slice that ends marking.
     assert!(mut_largest >= objects, "{mut_largest} < {objects}");
-    assert!(mut_total >= door_total + objects, "{mut_total} vs {door_total}");
+    assert!(
+        mut_total >= door_total + objects,
+        "{mut_total} vs {door_total}"
+    );
 }
