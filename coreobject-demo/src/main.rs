@@ -399,7 +399,7 @@ mod tests {
             budget,
             young_threshold: None,
             clusters: Clusters::On,
-            moves: Moves::Door,
+            moves: crate::world::Moves::Door,
         };
         simulate(settings, &Progress::hidden()).unwrap().0
     }

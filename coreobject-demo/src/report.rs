@@ -759,12 +759,25 @@ impl RunReport {
             &mut s,
             "frames over budget",
             format!(
-                "{} real overruns (over the budget {} by more than 10%), of {} frames with GC                  work; {} over twice the budget; {} more used their budget (over it by at most 10%)",
+                "{} real overruns (over the budget {} by more than 10%), of {} frames with GC work; {} over twice the budget; {} more used their budget (over it by at most 10%)",
                 g.frames_overrun,
                 ms(g.budget_us),
                 g.frames_with_gc,
                 g.frames_over_double_budget,
                 g.frames_over_budget - g.frames_overrun
+            ),
+        );
+        row(
+            &mut s,
+            "ticks preempted",
+            format!(
+                "{} of {} frames with GC work were switched out by the scheduler mid-tick; the \
+                 others: p99 / max {} / {}, {} real overruns",
+                g.frames_preempted,
+                g.frames_with_gc,
+                ms(g.unpreempted_p99_us),
+                ms(g.unpreempted_max_us),
+                g.unpreempted_overruns
             ),
         );
         let peak = &self.peak_memory;

@@ -96,6 +96,11 @@ pub struct FrameRecord {
     /// Whether the collector did anything in this tick (`Tick::did_work`):
     /// the frames the per-frame GC figures count.
     pub gc_worked: bool,
+    /// Whether the thread was switched out involuntarily during the tick
+    /// (`nonvoluntary_ctxt_switches` in `/proc/thread-self/status` moved):
+    /// on a loaded machine the scheduler's time slices, not the collector,
+    /// then make a tick long.
+    pub gc_preempted: bool,
     /// The collector's phase after the tick (`Tick::phase`).
     pub gc_phase: &'static str,
     /// Objects the tick processed: marked, swept or destroyed (`Tick::work`).
@@ -250,6 +255,16 @@ pub struct GcPerFrame {
     pub frames_overrun: usize,
     /// Frames whose collector time exceeded twice the budget.
     pub frames_over_double_budget: usize,
+    /// Frames with GC work whose tick was preempted (see
+    /// [`FrameRecord::gc_preempted`]).
+    pub frames_preempted: usize,
+    /// The others' 99th percentile and longest, and their real overruns
+    /// (by more than 10%): the collector's own figures on a loaded machine.
+    pub unpreempted_p99_us: f64,
+    /// See [`unpreempted_p99_us`](Self::unpreempted_p99_us).
+    pub unpreempted_max_us: f64,
+    /// See [`unpreempted_p99_us`](Self::unpreempted_p99_us).
+    pub unpreempted_overruns: usize,
 }
 
 impl GcPerFrame {
@@ -261,6 +276,12 @@ impl GcPerFrame {
             .map(|f| f.gc_us)
             .collect();
         let p = Percentiles::of(&samples);
+        let calm: Vec<f64> = frames
+            .iter()
+            .filter(|f| f.gc_worked && !f.gc_preempted)
+            .map(|f| f.gc_us)
+            .collect();
+        let q = Percentiles::of(&calm);
         GcPerFrame {
             budget_us,
             frames_with_gc: samples.len(),
@@ -271,8 +292,25 @@ impl GcPerFrame {
             frames_over_budget: samples.iter().filter(|&&t| t > budget_us).count(),
             frames_overrun: samples.iter().filter(|&&t| t > 1.1 * budget_us).count(),
             frames_over_double_budget: samples.iter().filter(|&&t| t > 2.0 * budget_us).count(),
+            frames_preempted: frames
+                .iter()
+                .filter(|f| f.gc_worked && f.gc_preempted)
+                .count(),
+            unpreempted_p99_us: q.p99_us,
+            unpreempted_max_us: q.max_us,
+            unpreempted_overruns: calm.iter().filter(|&&t| t > 1.1 * budget_us).count(),
         }
     }
+}
+
+/// The calling thread's involuntary context switches so far
+/// (`/proc/thread-self/status`), `None` where that cannot be read.
+pub fn involuntary_switches() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("nonvoluntary_ctxt_switches:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The process's resident set size in bytes: the second field of

@@ -71,7 +71,9 @@ use crate::model::{
     Actor, Archetype, Asset, AssetKind, Component, ComponentKind, Level, Loadout, Package,
     Projectile, PropKind, StaticContent, StaticProp, Transform, World,
 };
-use crate::stats::{micros, rss_bytes, CollectionRecord, Counters, FrameRecord};
+use crate::stats::{
+    involuntary_switches, micros, rss_bytes, CollectionRecord, Counters, FrameRecord,
+};
 
 /// Simulated time per frame (60 frames a second).
 pub const DT: Duration = Duration::from_nanos(16_666_667);
@@ -94,6 +96,10 @@ const SHARED_MESH_CHANCE: f64 = 0.2;
 const CHURN: f64 = 0.015;
 /// Share of deaths that are `mark_as_garbage` (the rest are detachments).
 const GARBAGE_SHARE: f64 = 0.6;
+/// Short-lived effects created each frame, as a share of the target
+/// population (with the actors' churn and level streaming, about 3% of the
+/// population is created a frame: 30,000 objects at 1,000,000).
+const EFFECTS_SHARE: f64 = 0.026;
 /// Share of actors that think each frame.
 const THINK_SHARE: f64 = 0.1;
 /// Chance that a thinking shooter fires.
@@ -603,6 +609,7 @@ impl Sim {
         }
         self.kill_actors();
         self.think()?;
+        self.spray_effects()?;
         self.move_actors();
         self.fly_projectiles();
         self.spawn_to_target(frame)?;
@@ -613,9 +620,11 @@ impl Sim {
 
         let live_before_tick = self.heap.len();
         let rss_before_tick = rss_bytes();
+        let switches = involuntary_switches();
         let t1 = Instant::now();
         let tick = self.heap.tick(DT);
         let tick_wall = t1.elapsed();
+        let preempted = matches!((switches, involuntary_switches()), (Some(a), Some(b)) if b > a);
 
         let collection = self.after_tick(frame, &tick);
         self.make_pending_clusters();
@@ -639,6 +648,7 @@ impl Sim {
             tick_us: micros(tick_wall),
             gc_us: micros(tick.time),
             gc_worked: tick.did_work(),
+            gc_preempted: preempted,
             gc_phase: phase_name(tick.phase),
             gc_work: tick.work,
             gc_freed: tick.freed,
@@ -1406,6 +1416,36 @@ impl Sim {
         Ok(())
     }
 
+    /// Short-lived effects (tracers, sparks): [`EFFECTS_SHARE`] of the
+    /// target population a frame, each a projectile that lives a few
+    /// frames, fired by a random actor of a random level. Most of what a
+    /// game creates dies young, and this is most of what the demo creates.
+    fn spray_effects(&mut self) -> Result<(), Error> {
+        let levels = self.levels();
+        let n = (self.settings.objects as f64 * EFFECTS_SHARE) as usize;
+        for k in 0..n {
+            let level = levels[k % levels.len()];
+            let actors = &self.heap[level].actors;
+            if actors.len() < 2 {
+                continue;
+            }
+            let (a, b) = (
+                actors[self.rng.usize(..actors.len())],
+                actors[self.rng.usize(..actors.len())],
+            );
+            // Actors marked as garbage stay listed until pruned.
+            let Some(from) = self.heap.get(a).map(|a| a.transform.position) else {
+                continue;
+            };
+            if !self.heap.contains(b) {
+                continue;
+            }
+            let ttl = self.rng.u16(2..8);
+            self.fire_for(level, a, from, b, ttl)?;
+        }
+        Ok(())
+    }
+
     /// Fires a projectile from `shooter` at `target`.
     fn fire(
         &mut self,
@@ -1414,11 +1454,23 @@ impl Sim {
         from: [f32; 3],
         target: Obj<Actor>,
     ) -> Result<(), Error> {
+        let ttl = self.rng.u16(20..90);
+        self.fire_for(level, shooter, from, target, ttl)
+    }
+
+    /// Fires a projectile that lives `ttl` frames.
+    fn fire_for(
+        &mut self,
+        level: Obj<Level>,
+        shooter: Obj<Actor>,
+        from: [f32; 3],
+        target: Obj<Actor>,
+        ttl: u16,
+    ) -> Result<(), Error> {
         let to = self.heap[target].transform.position;
         let d = [to[0] - from[0], to[1] - from[1], to[2] - from[2]];
         let len = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt().max(1e-3);
         let speed = 40.0 / len;
-        let ttl = self.rng.u16(20..90);
         let p = self.heap.try_create(Projectile {
             instigator: shooter.downgrade(),
             velocity: [d[0] * speed, d[1] * speed, d[2] * speed],
@@ -1661,7 +1713,7 @@ mod tests {
             gc: GcMode::Incremental,
             budget: Duration::from_millis(2),
             young_threshold: None,
-            moves: Moves::Door,
+            moves: super::Moves::Door,
             clusters: Clusters::On,
         })
         .unwrap()
@@ -1825,7 +1877,7 @@ mod tests {
             gc: GcMode::Generational,
             budget: Duration::from_millis(2),
             young_threshold: None,
-            moves: Moves::Door,
+            moves: super::Moves::Door,
             clusters: Clusters::On,
         })
         .unwrap()
