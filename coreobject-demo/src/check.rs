@@ -430,6 +430,7 @@ mod tests {
             young_threshold: None,
             clusters,
             moves: crate::world::Moves::Door,
+            effects: crate::world::EFFECTS_SHARE,
         })
         .unwrap();
         let mut records = Vec::new();

@@ -76,7 +76,8 @@ struct Cli {
     out: PathBuf,
     /// How the collector runs: generational (minor cycles when a tenth of
     /// the target population was created since the last cycle, major ones
-    /// on the interval and the object count; a budgeted slice per frame),
+    /// when the old generation has doubled, or every 10 s; a budgeted slice
+    /// per frame),
     /// incremental (major cycles only, a budgeted slice per frame) or full
     /// (major cycles only, each stop-the-world, in one frame).
     #[arg(long, value_enum, default_value_t = GcMode::Generational)]
@@ -103,6 +104,10 @@ struct Cli {
     /// `get_mut` (re-scanned while a cycle marks).
     #[arg(long, value_enum, default_value_t = Moves::Door)]
     moves: Moves,
+    /// Short-lived effects (projectiles living 2-7 frames) created each
+    /// frame, in percent of `--objects`.
+    #[arg(long, value_name = "PERCENT", default_value_t = 100.0 * world::EFFECTS_SHARE)]
+    effects: f64,
     /// Also write a Chrome trace-event file here (opens in Perfetto and
     /// chrome://tracing): game logic and collector slices per frame, and
     /// the live-object count.
@@ -153,6 +158,7 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         young_threshold: cli.young_threshold.map(usize::try_from).transpose()?,
         clusters: cli.clusters,
         moves: cli.moves,
+        effects: cli.effects.max(0.0) / 100.0,
     };
     eprintln!(
         "building a world of {} objects (seed {}, clusters {}, {} collection{})...",
@@ -312,7 +318,10 @@ fn simulate(
             frames: frame_count,
             seed: sim.settings.seed,
             dt_s: DT.as_secs_f64(),
-            gc_interval_s: GC_INTERVAL.as_secs_f64(),
+            gc_interval_s: world::gc_config(&sim.settings)
+                .interval
+                .unwrap_or(GC_INTERVAL)
+                .as_secs_f64(),
             gc_object_threshold: world::gc_config(&sim.settings)
                 .object_threshold
                 .unwrap_or(0),
@@ -400,6 +409,7 @@ mod tests {
             young_threshold: None,
             clusters: Clusters::On,
             moves: crate::world::Moves::Door,
+            effects: crate::world::EFFECTS_SHARE,
         };
         simulate(settings, &Progress::hidden()).unwrap().0
     }

@@ -646,10 +646,13 @@ impl RunReport {
             "collections",
             format!(
                 "{} completed cycles ({triggers}); majors: every {:.1} s since the last cycle or \
-                 at {} objects",
+                 {}",
                 self.collections,
                 self.settings.gc_interval_s,
-                thousands(self.settings.gc_object_threshold as u64)
+                match self.settings.gc_object_threshold {
+                    0 => "when the old generation has doubled since the last major".to_string(),
+                    t => format!("at {} objects", thousands(t as u64)),
+                }
             ),
         );
         for (label, k) in [

@@ -96,10 +96,11 @@ const SHARED_MESH_CHANCE: f64 = 0.2;
 const CHURN: f64 = 0.015;
 /// Share of deaths that are `mark_as_garbage` (the rest are detachments).
 const GARBAGE_SHARE: f64 = 0.6;
-/// Short-lived effects created each frame, as a share of the target
-/// population (with the actors' churn and level streaming, about 3% of the
-/// population is created a frame: 30,000 objects at 1,000,000).
-const EFFECTS_SHARE: f64 = 0.026;
+/// Short-lived effects created each frame by default, as a share of the
+/// target population (`--effects`, in percent): with the actors' churn and
+/// level streaming, about 3% of the population is created a frame, 30,000
+/// objects at 1,000,000.
+pub const EFFECTS_SHARE: f64 = 0.026;
 /// Share of actors that think each frame.
 const THINK_SHARE: f64 = 0.1;
 /// Chance that a thinking shooter fires.
@@ -239,6 +240,9 @@ pub struct Settings {
     pub clusters: Clusters,
     /// How every live actor and projectile moves each frame.
     pub moves: Moves,
+    /// Short-lived effects created a frame, as a share of the target
+    /// population ([`EFFECTS_SHARE`] by default).
+    pub effects: f64,
 }
 
 impl Settings {
@@ -270,15 +274,52 @@ impl Settings {
 /// remembered set is kept (the write barrier costs what it did before
 /// minor cycles existed) and only major cycles run, as before.
 pub fn gc_config(settings: &Settings) -> GcConfig {
+    let generational = settings.gc == GcMode::Generational;
     GcConfig {
         interval: Some(GC_INTERVAL),
         object_threshold: Some(settings.objects * 3 / 2),
         incremental: settings.gc.sliced().then_some(settings.budget),
-        generational: settings.gc == GcMode::Generational,
+        generational,
         young_threshold: young_threshold(settings),
         ..GcConfig::MANUAL
     }
+    .with_generational_majors(generational)
 }
+
+/// Generational mode: major cycles when the old generation has doubled
+/// since the last major one (the library's default, `GcConfig::growth`),
+/// and at the latest every [`GENERATIONAL_INTERVAL`], rather than on the
+/// object count and every [`GC_INTERVAL`]: with most of what a frame
+/// creates dying young, the object count measures the young garbage, which
+/// minor cycles collect, and a major cycle due every half second would run
+/// back to back and leave no room for minor ones.
+trait GenerationalMajors {
+    fn with_generational_majors(self, on: bool) -> Self;
+}
+
+impl GenerationalMajors for GcConfig {
+    fn with_generational_majors(self, on: bool) -> GcConfig {
+        if !on {
+            return self;
+        }
+        GcConfig {
+            interval: Some(GENERATIONAL_INTERVAL),
+            object_threshold: None,
+            growth: GcConfig::DEFAULT.growth,
+            growth_floor: settings_floor(&self),
+            ..self
+        }
+    }
+}
+
+/// The growth trigger's floor: the young threshold (no major cycle before
+/// the old generation holds that much).
+fn settings_floor(c: &GcConfig) -> usize {
+    c.young_threshold.unwrap_or(GcConfig::DEFAULT.growth_floor)
+}
+
+/// Generational mode: the longest time between two major cycles.
+pub const GENERATIONAL_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A cycle in flight: started, not yet completed.
 #[derive(Clone, Copy, Debug)]
@@ -1416,13 +1457,13 @@ impl Sim {
         Ok(())
     }
 
-    /// Short-lived effects (tracers, sparks): [`EFFECTS_SHARE`] of the
+    /// Short-lived effects (tracers, sparks): `settings.effects` of the
     /// target population a frame, each a projectile that lives a few
     /// frames, fired by a random actor of a random level. Most of what a
     /// game creates dies young, and this is most of what the demo creates.
     fn spray_effects(&mut self) -> Result<(), Error> {
         let levels = self.levels();
-        let n = (self.settings.objects as f64 * EFFECTS_SHARE) as usize;
+        let n = (self.settings.objects as f64 * self.settings.effects) as usize;
         for k in 0..n {
             let level = levels[k % levels.len()];
             let actors = &self.heap[level].actors;
@@ -1714,6 +1755,7 @@ mod tests {
             budget: Duration::from_millis(2),
             young_threshold: None,
             moves: super::Moves::Door,
+            effects: super::EFFECTS_SHARE,
             clusters: Clusters::On,
         })
         .unwrap()
@@ -1878,6 +1920,7 @@ mod tests {
             budget: Duration::from_millis(2),
             young_threshold: None,
             moves: super::Moves::Door,
+            effects: super::EFFECTS_SHARE,
             clusters: Clusters::On,
         })
         .unwrap()
