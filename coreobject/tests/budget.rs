@@ -390,3 +390,41 @@ fn the_data_door_adds_no_work_to_a_cycle() {
         "{mut_total} vs {door_total}"
     );
 }
+
+/// A tick says what it did (issue 23, item 14): a slice that only
+/// re-scanned reports that work, and a tick that ran a whole cycle says it
+/// began in marking and ended in the purge, not only that the collector is
+/// idle after it.
+#[test]
+fn a_tick_reports_its_work_and_the_phases_it_ran() {
+    let mut heap = heap(1);
+    let hub = heap.spawn(Node::default()).root().create().unwrap();
+    let all: Vec<_> = (0..5_000).map(|_| heap.create(Node::default())).collect();
+    heap[hub].kids = all.clone();
+    heap.collect().unwrap();
+    // Every object is old and changed: a minor cycle re-scans them all,
+    // and marks nothing new.
+    for &o in &all {
+        heap.get_mut(o).unwrap().id += 1;
+    }
+    let t = heap.step_minor(1_000);
+    assert!(t.started.is_some() && t.completed.is_none(), "{t:?}");
+    assert_eq!((t.began_in, t.ended_in), (Phase::Mark, Phase::Mark));
+    assert!(t.work >= 1_000 && t.work <= 1_100, "{t:?}");
+    while heap.step_minor(1_000).completed.is_none() {}
+
+    // A stop-the-world tick runs a whole cycle.
+    heap.gc_config_mut().every_frame = true;
+    let t = heap.tick(std::time::Duration::from_millis(16));
+    assert!(t.completed.is_some());
+    assert_eq!(t.phase, Phase::Idle, "idle after it");
+    assert_eq!((t.began_in, t.ended_in), (Phase::Mark, Phase::Purge));
+    assert!(t.work > all.len(), "{t:?}");
+    // A tick with nothing to do did nothing.
+    heap.gc_config_mut().every_frame = false;
+    let t = heap.tick(std::time::Duration::from_millis(16));
+    assert_eq!(
+        (t.began_in, t.ended_in, t.work),
+        (Phase::Idle, Phase::Idle, 0)
+    );
+}
