@@ -753,7 +753,9 @@ impl Trace for AnyObj {
 /// field's type, so a handle-holding field can never be reached through
 /// the door. Fields marked `#[object(skip)]` are never traced, so they are
 /// writable too; a class with `#[object(trace_with = …)]` (which may read
-/// any field) cannot derive `Data`. Named-field structs only.
+/// any field) cannot derive `Data`, nor should a class whose `Trace` is
+/// written by hand and reads handles from a field whose type says it holds
+/// none (packed handle bits in a `u64`, say). Named-field structs only.
 ///
 /// A hand-written implementation must keep the same promise: the view must
 /// not give a way to change any handle the class's [`Trace`] reports, or
