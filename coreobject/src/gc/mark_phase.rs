@@ -56,9 +56,9 @@ impl Collector {
                 // are in the remembered set, and only new ones (young) are
                 // scanned. One flag test per young object, in budgeted
                 // pieces: the young list is what the program allocated.
-                // Whether each cluster met has an old member, decided once
-                // per cluster and slice (a level's content is young together).
-                let mut old_cluster: HashMap<u32, bool, FxBuildHasher> = HashMap::default();
+                // Whether each cluster met has an old member is decided once
+                // per cluster and cycle (a level's content is young together).
+                let mut old_cluster = std::mem::take(&mut cycle.old_clusters);
                 let mut k = from as usize;
                 while k < cycle.list.len() {
                     let y = cycle.list[k];
@@ -66,6 +66,7 @@ impl Collector {
                     look_at_young(&mut marker, &mut old_cluster, stage, cycle, y);
                     if budget.spend(1) {
                         cycle.step = Step::Pool(k as u32);
+                        cycle.old_clusters = old_cluster;
                         return false;
                     }
                 }

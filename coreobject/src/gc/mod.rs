@@ -244,7 +244,7 @@ mod plan;
 pub(crate) mod stats;
 mod sweep;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU32;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -252,6 +252,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxBuildHasher;
 
 use crate::array::{flags, ObjectArray};
 use crate::cluster::Clusters;
@@ -370,6 +371,9 @@ struct Cycle {
     /// Minor cycles: the remembered set when the cycle started, re-scanned
     /// in budgeted pieces ([`Step::Remembered`]).
     remembered: Vec<u32>,
+    /// Minor cycles: whether each GC cluster met among the young objects
+    /// has an old member, decided once per cycle (kept across slices).
+    old_clusters: HashMap<u32, bool, FxBuildHasher>,
 }
 
 /// The collector: its settings, its state between slices, its books.
@@ -683,6 +687,7 @@ impl Collector {
             scanned_born: 0,
             list,
             remembered: std::mem::take(&mut self.regrey),
+            old_clusters: HashMap::default(),
         });
 
         // Root candidates: drop stale and duplicate entries, keep the rest.
