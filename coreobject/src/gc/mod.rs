@@ -830,6 +830,14 @@ impl Collector {
             }
         }
         cycle.stats.born = cycle.born.len();
+        // The remembered set's buffer goes back to the re-scan list, which
+        // the next cycle fills: allocating it afresh would make glibc
+        // consolidate the chunks the purge just freed, inside that cycle's
+        // start (11 ms at a million objects).
+        if self.regrey.is_empty() && self.regrey.capacity() < cycle.remembered.capacity() {
+            cycle.remembered.clear();
+            std::mem::swap(&mut self.regrey, &mut cycle.remembered);
+        }
         std::mem::swap(&mut array.condemned.marks, &mut self.bits);
         array.condemned.active = false;
         self.in_flight = false;
