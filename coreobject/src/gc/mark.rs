@@ -227,8 +227,6 @@ pub(crate) struct Marker<'a> {
     /// GC clusters, when there are any: greying a member greys them all.
     clusters: Option<&'a Clusters>,
     pub(crate) marked: usize,
-    /// Queue only admissible handles ([`Marker::set_filter`]).
-    filter: bool,
 }
 
 impl<'a> Marker<'a> {
@@ -247,7 +245,6 @@ impl<'a> Marker<'a> {
             inners,
             clusters: None,
             marked: 0,
-            filter: false,
         }
     }
 
@@ -412,21 +409,30 @@ impl<'a> Marker<'a> {
         true
     }
 
-    /// Whether popping `obj` would grey it (its slot still holds it, and
-    /// it is neither garbage, dying nor in the pool).
+    /// The queue's length: where the entries queued from now on begin
+    /// (for [`drop_inadmissible_from`](Self::drop_inadmissible_from)).
     #[inline]
-    fn admissible(&self, obj: AnyObj) -> bool {
-        self.chunks
-            .get(obj.index())
-            .is_some_and(|item| admit(item, obj.serial()).is_some())
+    pub(crate) fn queue_len(&self) -> usize {
+        self.queue.len()
     }
 
-    /// While `on`, every visit queues only admissible handles (see
-    /// [`admit`]): for the looks at what
-    /// the program did, whose handles are often stale or already marked.
-    #[inline]
-    pub(crate) fn set_filter(&mut self, on: bool) {
-        self.filter = on;
+    /// Drops, in place, the entries queued from position `from` on that
+    /// would mark nothing (see [`admit`]): the looks at what the program did
+    /// (re-scans, new roots, referencer reports) often queue stale or
+    /// garbage handles, and filtering them here, once, leaves no dead
+    /// entries for a later slice to drop and costs the marking pipeline's
+    /// hot path nothing.
+    pub(crate) fn drop_inadmissible_from(&mut self, from: usize) {
+        let mut kept = from;
+        for r in from..self.queue.len() {
+            let bits = self.queue[r];
+            let (i, serial) = (bits as u32, (bits >> 32) as u32);
+            if !self.is_marked(i) && admit(self.chunks.at(i), serial).is_some() {
+                self.queue[kept] = bits;
+                kept += 1;
+            }
+        }
+        self.queue.truncate(kept);
     }
 
     /// Sets slot `i`'s mark bit (below the cycle's high water).
@@ -541,9 +547,6 @@ impl Visitor for Marker<'_> {
     fn visit(&mut self, obj: AnyObj) {
         let i = obj.index();
         if i >= self.high_water || self.is_marked(i) {
-            return;
-        }
-        if self.filter && !self.admissible(obj) {
             return;
         }
         self.queue.push_back(obj.to_bits());

@@ -129,9 +129,10 @@ impl Collector {
             }
             // The queue is dry. Look at everything the program did since the
             // previous slice; if none of it greys an object, marking is done.
-            // The looks queue only handles that would mark something, so
-            // they leave no dead entries for a later slice to drop.
-            marker.set_filter(true);
+            // The looks keep only handles that would mark something (their
+            // entries are filtered once, below), so they leave no dead
+            // entries for a later slice to drop.
+            let looks_from = marker.queue_len();
             // New roots and strong handles.
             let roots = &stage.array.roots_mut()[cycle.roots_seen..];
             for &i in roots {
@@ -164,7 +165,7 @@ impl Collector {
                     }
                 }
                 if budget.spend(1) {
-                    marker.set_filter(false);
+                    marker.drop_inadmissible_from(looks_from);
                     cycle.stats.marked += std::mem::take(&mut marker.marked);
                     return false;
                 }
@@ -195,7 +196,7 @@ impl Collector {
             for (_, r) in stage.referencers {
                 r.add_referenced_objects(&mut marker);
             }
-            marker.set_filter(false);
+            marker.drop_inadmissible_from(looks_from);
             // Done when what the program did greys nothing new. (The queue
             // may still hold entries: stale handles and garbage objects are
             // queued by every look, and never marked.)
