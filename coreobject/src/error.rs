@@ -149,6 +149,31 @@ pub enum Error {
     /// `create_at` named an index in use (or retired, or in the pool).
     #[error("index {0} is taken")]
     IndexTaken(u32),
+    /// `create_at` (or a restore) named the slot of an object the collector
+    /// found unreachable and is freeing: the slot is free once the cycle's
+    /// purge has freed it (keep calling `tick`, or call `collect`), and, for
+    /// a class with destruction hooks, once its `is_ready_for_finish_destroy`
+    /// says yes.
+    #[error(
+        "index {0} still holds an object the collector is freeing; it is free once the purge \
+         frees it (keep calling `tick`, or call `collect`)"
+    )]
+    SlotBeingFreed(u32),
+    /// [`Heap::rename`](crate::Heap::rename) was asked to give an outer to
+    /// an object created without one: such an object has no room for an
+    /// outer. Create it with [`Spawn::outer`](crate::Spawn::outer) if it is
+    /// to move between outers.
+    #[error("{0:?} was created without an outer, so it cannot be moved under one")]
+    NoOuterSlot(AnyObj),
+    /// [`Heap::rename`](crate::Heap::rename) was asked to move an object
+    /// under itself or one of its own inners.
+    #[error("{object:?} cannot be moved under {outer:?}: that is the object itself or inside it")]
+    OuterCycle {
+        /// The object to move.
+        object: AnyObj,
+        /// The outer asked for.
+        outer: AnyObj,
+    },
     /// `create_at` named an index at or past the cap.
     #[error("index {index} is past the object cap of {cap}")]
     IndexPastCap {

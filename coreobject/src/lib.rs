@@ -211,8 +211,10 @@
 //! objects (see [`gc`]'s chapter); [`GcConfig::young_threshold`] lets
 //! [`Heap::tick`] run minor cycles on its own. **GC clusters** (Unreal's
 //! `FUObjectCluster`, made at run time): [`Heap::create_cluster`] groups an
-//! object and what it reaches, and the collector keeps or frees the group as
-//! one unit; [`Heap::cluster_report`] lists them, [`Heap::verify_clusters`]
+//! object and what it reaches inside it (objects whose outer chain reaches
+//! it; everything else it references stays outside, kept alive as an
+//! external reference), and the collector keeps or frees the group as one
+//! unit; [`Heap::cluster_report`] lists them, [`Heap::verify_clusters`]
 //! checks their bookkeeping, and [`Heap::neighbourhood_dot`] draws the
 //! references around an object for Graphviz.
 //!
@@ -225,7 +227,7 @@
 //! let mut heap = Heap::new();
 //! let level = heap.spawn(Level::default()).root().create().unwrap();
 //! for _ in 0..10 {
-//!     let p = heap.create(Prop);
+//!     let p = heap.spawn(Prop).outer(level).create().unwrap(); // inside the level
 //!     heap[level].props.push(p);
 //! }
 //! let cluster = heap.create_cluster(level).unwrap();
@@ -481,7 +483,8 @@
 //! | `CollectGarbage` | [`Heap::collect`] |
 //! | `gc.IncrementalReachabilityTimeLimit`, `gc.IncrementalGCTimePerFrame` | [`GcConfig::incremental`] with [`Heap::tick`] |
 //! | a new collection due while one is pending (full purge) | [`GcConfig::incremental_debt`]; before it, pacing: [`GcConfig::incremental_stretch`] |
-//! | `AllocateUObjectIndex` with a `SerialNumber` (undo, replication) | [`Heap::create_at_with_serial`] |
+//! | `AllocateUObjectIndex` with a `SerialNumber` (undo, replication) | [`Heap::create_at_with_serial`], with a name and an outer: [`Heap::spawn_at`] |
+//! | `UObject::Rename` | [`Heap::rename`] |
 //! | `IsIncrementalPurgePending`, `IsGarbageCollecting` | [`Heap::gc_phase`] |
 //! | `gc.TimeBetweenPurgingPendingKillObjects` | [`GcConfig::interval`] with [`Heap::tick`] |
 //! | `DisallowGC` (as an on/off switch) | [`Heap::set_enabled`] |
@@ -544,7 +547,7 @@ pub use error::{CapReport, ConfigError, Error, PoolError, ResolveError, SerialRe
 pub use gc::debug::{ClassMemory, MemoryReport, PageClassMemory, RefChain, RefLink, RootKind};
 pub use gc::{CollectStats, CycleKind, GcTotals, Phase, PreCollect, Tick, Trigger};
 pub use handle::{AnyObj, Handle, Obj, Weak};
-pub use heap::{Heap, ObjectFlags, Spawn, TableStats};
+pub use heap::{Heap, ObjectFlags, Rename, Spawn, SpawnAt, TableStats};
 pub use lifecycle::{DestroyCx, Lifecycle};
 pub use listener::{CreateListener, DeleteListener, HookId, ObjectEvent};
 pub use names::{IntoName, Name};

@@ -1304,7 +1304,19 @@ impl World {
                     self.note(Ev::AtFree);
                 }
                 None => {
-                    assert_eq!(res, Err(Error::IndexTaken(index)), "create_at({index})");
+                    // A slot whose object waits for `finish_destroy` is
+                    // being freed, and says so.
+                    let pending = self
+                        .gc
+                        .pending
+                        .iter()
+                        .any(|&i| self.objs[i].h.index() == index);
+                    let expected = if pending {
+                        Error::SlotBeingFreed(index)
+                    } else {
+                        Error::IndexTaken(index)
+                    };
+                    assert_eq!(res, Err(expected), "create_at({index})");
                     self.gc.dropped += 1; // the value handed in
                     self.note(Ev::AtTaken);
                     return None;

@@ -187,9 +187,20 @@ impl ObjectArray {
                 cap: self.table.cap(),
             });
         }
-        let occupied = self
-            .item(index)
-            .is_some_and(|item| item.object().is_some() || item.serial() == RETIRED);
+        let item = self.item(index);
+        if let Some(item) = item.filter(|item| item.object().is_some()) {
+            // Still holding an object the purge in flight frees: flagged
+            // unreachable (or waiting for `is_ready_for_finish_destroy`), or
+            // about to be.
+            let f = item.flags();
+            if index >= self.pool.end
+                && (f & flags::UNREACHABLE != 0
+                    || (self.condemned.active && self.is_condemned(index, f)))
+            {
+                return Err(crate::Error::SlotBeingFreed(index));
+            }
+        }
+        let occupied = item.is_some_and(|item| item.object().is_some() || item.serial() == RETIRED);
         if index < self.pool.end || occupied {
             return Err(crate::Error::IndexTaken(index));
         }
@@ -372,6 +383,20 @@ impl ObjectArray {
         } else {
             ResolveError::Stale(h)
         }
+    }
+
+    /// Gives a live object (not garbage) that has an outer another one.
+    /// `Ok(false)`: it was created without an outer, so it has no room for
+    /// one.
+    pub(crate) fn set_outer(&mut self, h: AnyObj, outer: AnyObj) -> Result<bool, ResolveError> {
+        let p = self.lookup(h, flags::DEAD)?;
+        // SAFETY: `p` is a live header, from the item, with its slot's provenance.
+        if unsafe { p.as_ref() }.has_outer() {
+            // SAFETY: as above, it has an outer, and `&mut self` keeps every other reader out.
+            unsafe { Header::set_outer(p, outer) };
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// The outer of a live object.
