@@ -86,3 +86,87 @@ fn a_name_from_a_dropped_heap_is_refused() {
         );
     }
 }
+
+#[derive(Object, Default)]
+struct Coin;
+
+/// Item 13: refusing to unroot a class default says so (it used to say the
+/// object "cannot be marked as garbage", which was not what was asked).
+#[test]
+fn the_permanent_error_names_both_refusals() {
+    let heap = Heap::new();
+    let cdo = heap.class_default::<Coin>().unwrap();
+    let unroot = heap.remove_from_root(cdo).unwrap_err();
+    assert_eq!(unroot, Error::Permanent(cdo.any()));
+    let text = unroot.to_string();
+    assert!(
+        text.contains("is permanent (a class default object"),
+        "{text}"
+    );
+    assert!(
+        text.contains("a class default object cannot leave the root set"),
+        "{text}"
+    );
+    let mark = heap.mark_as_garbage(cdo).unwrap_err();
+    assert!(mark.to_string().contains("cannot be marked as garbage"));
+}
+
+#[derive(Object, Default)]
+struct Rock;
+
+macro_rules! classes {
+    ($($c:ident)*) => {
+        $(#[derive(Object, Default)] struct $c;)*
+        /// Creates one object of each class.
+        fn one_of_each(heap: &Heap) {
+            $(heap.create($c);)*
+        }
+    };
+}
+classes!(C1 C2 C3 C4 C5 C6 C7 C8 C9 C10 C11 C12);
+
+/// Item 13: the cap message lists the classes separated by commas, with
+/// no comma at the end, and says how many classes it left out.
+#[test]
+fn the_cap_message_ends_cleanly() {
+    let config = |max_objects| coreobject::HeapConfig {
+        max_objects,
+        ..coreobject::HeapConfig::DEFAULT
+    };
+    let heap = Heap::with_config(config(3)).unwrap();
+    for _ in 0..3 {
+        heap.create(Rock);
+    }
+    let text = heap.try_create(Rock).unwrap_err().to_string();
+    assert_eq!(
+        text,
+        "object cap of 3 reached (raise HeapConfig::max_objects); objects by class: Rock 3"
+    );
+
+    let heap = Heap::with_config(config(12)).unwrap();
+    one_of_each(&heap);
+    let text = heap.try_create(Rock).unwrap_err().to_string();
+    assert!(text.ends_with(" 1 and 2 more classes"), "{text}");
+    assert!(text.contains("by class: C"), "{text}");
+    assert_eq!(text.matches(", ").count(), 9, "{text}");
+
+    let heap = Heap::with_config(config(11)).unwrap();
+    one_of_each_but_one(&heap);
+    let text = heap.try_create(Rock).unwrap_err().to_string();
+    assert!(text.ends_with(" and 1 more class"), "{text}");
+}
+
+/// Eleven classes: all of [`one_of_each`]'s but the last.
+fn one_of_each_but_one(heap: &Heap) {
+    heap.create(C1);
+    heap.create(C2);
+    heap.create(C3);
+    heap.create(C4);
+    heap.create(C5);
+    heap.create(C6);
+    heap.create(C7);
+    heap.create(C8);
+    heap.create(C9);
+    heap.create(C10);
+    heap.create(C11);
+}
