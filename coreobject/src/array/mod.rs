@@ -505,6 +505,32 @@ impl ObjectArray {
         Ok((unsafe { ObjBox::<T>::value_mut(p) }, item))
     }
 
+    /// Exclusive references to `N` objects at once, through the same door
+    /// as [`resolve_mut`](Self::resolve_mut): `None` if any handle does not
+    /// resolve, or two name the same slot. Also gives each object's item and
+    /// index, for the write barrier.
+    pub(crate) fn resolve_disjoint_mut<T: Object, const N: usize>(
+        &mut self,
+        hs: [AnyObj; N],
+    ) -> Option<[(&mut T, &Item, u32); N]> {
+        let mut found = [(NonNull::<Header>::dangling(), 0u32); N];
+        for (k, h) in hs.iter().enumerate() {
+            if hs[..k].iter().any(|o| o.index() == h.index()) {
+                return None;
+            }
+            found[k] = (self.typed::<T>(*h, flags::DEAD).ok()?, h.index());
+        }
+        let this = &*self;
+        Some(found.map(|(p, i)| {
+            // SAFETY: as in `resolve_mut`, each `p` heads a live `ObjBox<T>`
+            // and `&mut self` excludes every reference made elsewhere; the
+            // slots are pairwise distinct, and a slot holds one object in an
+            // allocation of its own, so these references never overlap.
+            let v = unsafe { ObjBox::<T>::value_mut(p) };
+            (v, this.at(i), i)
+        }))
+    }
+
     /// Whether iteration and resolution hide slot `i` (with flags `f`):
     /// garbage, being destroyed, or condemned by the purge in flight.
     #[inline]
@@ -1010,5 +1036,42 @@ mod tests {
         // (`Counted` is this test's alone, so the count is exact.)
         assert_eq!(DROPS.load(Ordering::Relaxed), before + 40);
         assert_eq!(array.len(), 0);
+    }
+
+    /// `resolve_disjoint_mut` hands out references that do not overlap:
+    /// writes through each land in its own object, and a slot named twice,
+    /// or a stale handle, gives nothing. Runs under miri.
+    #[test]
+    fn disjoint_mutable_references() {
+        #[derive(crate::Object)]
+        struct Cell {
+            #[object(skip)]
+            v: Vec<u32>,
+        }
+        let lease = serial::acquire(22).expect("a heap tag");
+        let mut array = ObjectArray::new(64, false, 0, lease);
+        let hs: Vec<AnyObj> = (0..4)
+            .map(|k| {
+                let i = array.reserve().unwrap();
+                array.fill(i, Cell { v: vec![k] }, None, 0).any()
+            })
+            .collect();
+        let [a, b, c] = array
+            .resolve_disjoint_mut::<Cell, 3>([hs[2], hs[0], hs[3]])
+            .unwrap();
+        assert_eq!((a.2, b.2, c.2), (2, 0, 3));
+        std::mem::swap(&mut a.0.v, &mut b.0.v);
+        c.0.v.push(9);
+        let read = |array: &ObjectArray, h: AnyObj| array.resolve::<Cell>(h, 0).unwrap().v.clone();
+        assert_eq!(read(&array, hs[0]), [2]);
+        assert_eq!(read(&array, hs[2]), [0]);
+        assert_eq!(read(&array, hs[3]), [3, 9]);
+        assert!(array
+            .resolve_disjoint_mut::<Cell, 2>([hs[1], hs[1]])
+            .is_none());
+        let stale = AnyObj::new(hs[1].index(), NonZeroU32::new(hs[1].serial() + 1).unwrap());
+        assert!(array
+            .resolve_disjoint_mut::<Cell, 2>([hs[0], stale])
+            .is_none());
     }
 }
