@@ -65,8 +65,10 @@ pub enum PoolError {
     /// Slots outside the pool were used before it was opened.
     #[error("slots outside the pool have been used; open the pool before creating other objects")]
     SlotsUsed,
-    /// Every pool slot is taken.
-    #[error("the pool is full")]
+    /// Every pool slot is taken: refused when the pool is opened, and when
+    /// an object is created while it is open (the object would not be
+    /// permanent).
+    #[error("the pool is full (HeapConfig::disregard_pool_size); close it before creating more objects, or make it larger")]
     Full,
     /// `create_at` while the pool is open would interleave pool and ordinary slots.
     #[error("create_at is refused while the pool is open: permanent and ordinary objects never interleave")]

@@ -310,3 +310,107 @@ fn typed_finds_check_the_class() {
     heap.mark_as_garbage(hero).unwrap();
     assert_eq!(heap.find_path_of::<Node>("World.Hero"), None);
 }
+
+fn pool_of(size: u32) -> Heap {
+    Heap::with_config(coreobject::HeapConfig {
+        disregard_pool_size: size,
+        gc: coreobject::GcConfig::MANUAL,
+        ..coreobject::HeapConfig::DEFAULT
+    })
+    .unwrap()
+}
+
+/// Item 12: with room for 2, a 3rd object made while the pool is open is
+/// refused (it used to land outside the pool, where the collector could
+/// free it), by every way of creating one; closing the pool makes room for
+/// ordinary objects again.
+#[test]
+fn a_full_open_pool_refuses_more_objects() {
+    use coreobject::PoolError;
+    let full = Error::DisregardPool(PoolError::Full);
+    let mut heap = pool_of(2);
+    heap.open_disregard_for_gc().unwrap();
+    let a = heap.create(Node { next: None, hp: 1 });
+    let b = heap.spawn(Node::default()).name("B").create().unwrap();
+    assert_eq!(heap.try_create(Node::default()).unwrap_err(), full);
+    assert_eq!(
+        heap.spawn(Node::default()).name("C").create().unwrap_err(),
+        full
+    );
+    assert_eq!(
+        heap.spawn(Node::default())
+            .unique_name("C")
+            .create()
+            .unwrap_err(),
+        full
+    );
+    assert_eq!(heap.class_default::<Coin>(), None);
+    assert_eq!(heap.len(), 2);
+    assert_eq!(heap.find(None, "C"), None, "a refused name is not kept");
+    let text = full.to_string();
+    assert!(text.contains("pool is full"), "{text}");
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        heap.create(Node::default());
+    }))
+    .unwrap_err();
+    let message = panic.downcast_ref::<String>().unwrap();
+    assert_eq!(*message, text);
+
+    heap.close_disregard_for_gc();
+    assert_eq!(heap.disregard_len(), 2);
+    let c = heap.spawn(Node::default()).name("C").create().unwrap();
+    assert_eq!(c.index(), 2, "the slot after the pool");
+    assert!(!heap.flags_of(c).unwrap().disregard);
+    heap.collect().unwrap();
+    assert!(heap.contains(a) && heap.contains(b), "permanent");
+    assert!(!heap.contains(c), "an ordinary object, unreachable");
+    assert!(heap.class_default::<Coin>().is_some());
+}
+
+/// Item 12, with threads racing for the pool's last slots: exactly the
+/// pool's size succeed, every object made is in the pool, and the slots
+/// the losers reserved are free again once the pool closes.
+#[test]
+fn racing_creations_fill_the_pool_exactly() {
+    const SIZE: u32 = 64;
+    let mut heap = pool_of(SIZE);
+    heap.open_disregard_for_gc().unwrap();
+    let made: Vec<Vec<coreobject::Obj<Node>>> = std::thread::scope(|s| {
+        let heap = &heap;
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    for _ in 0..40 {
+                        match heap.try_create(Node::default()) {
+                            Ok(h) => mine.push(h),
+                            Err(e) => {
+                                assert_eq!(e, Error::DisregardPool(coreobject::PoolError::Full))
+                            }
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let made: Vec<_> = made.into_iter().flatten().collect();
+    assert_eq!(made.len(), SIZE as usize);
+    assert!(made.iter().all(|&h| h.index() < SIZE));
+    assert!(made.iter().all(|&h| heap.flags_of(h).unwrap().disregard));
+    heap.close_disregard_for_gc();
+    let stats = heap.table_stats();
+    assert_eq!(stats.disregard, SIZE);
+    assert_eq!(stats.objects, SIZE as usize);
+    // Reserved and given up past the end: on the free list, reused first.
+    assert_eq!(stats.free as u32, stats.high_water - SIZE);
+    let before = stats.high_water;
+    for _ in 0..stats.free {
+        let h = heap.create(Node::default());
+        assert!(h.index() >= SIZE && h.index() < before);
+    }
+    heap.collect().unwrap();
+    heap.collect_minor().unwrap();
+    assert_eq!(heap.len(), SIZE as usize);
+}

@@ -161,10 +161,47 @@ impl ObjectArray {
 
     // ----- filling ------------------------------------------------------------
 
-    /// Reserves a slot index, lock-free, from any thread. `None` at the cap.
+    /// Reserves a slot index, lock-free, from any thread. `None` at the cap,
+    /// and while the disregard-for-GC pool is open, once it is full (an
+    /// object past its end would not be permanent).
     #[inline]
     pub(crate) fn reserve(&self) -> Option<u32> {
+        if self.pool.open {
+            return self.reserve_in_pool();
+        }
         self.table.reserve()
+    }
+
+    /// [`reserve`](Self::reserve) while the pool is open: a slot inside
+    /// it, or `None`. While it is open, slots are handed out in order from
+    /// the high water (opening needs the pool's end there, and no slot is
+    /// freed until it closes), so the high water says whether one is left.
+    /// Creations that race for the last ones may reserve slots past the
+    /// end: those are refused too, stay empty, and
+    /// [`release_refused`](Self::release_refused) frees them when the pool
+    /// closes.
+    #[cold]
+    fn reserve_in_pool(&self) -> Option<u32> {
+        if self.table.high_water() >= self.pool.capacity {
+            return None;
+        }
+        let index = self.table.reserve()?;
+        (index < self.pool.capacity).then_some(index)
+    }
+
+    /// Frees the slots past the pool's end that creations racing for its
+    /// last slots reserved and gave up (see
+    /// [`reserve_in_pool`](Self::reserve_in_pool)). Called as the pool
+    /// closes, before any slot past its end holds an object.
+    pub(crate) fn release_refused(&mut self) {
+        self.table.sync();
+        for i in self.pool.capacity..self.table.high_water() {
+            debug_assert!(
+                self.item(i).map_or(true, |item| item.object().is_none()),
+                "an object past the open pool's end"
+            );
+            self.table.release(i);
+        }
     }
 
     /// Claims a specific free index (for `create_at`), in O(1) amortized.
@@ -1073,5 +1110,28 @@ mod tests {
         assert!(array
             .resolve_disjoint_mut::<Cell, 2>([hs[0], stale])
             .is_none());
+    }
+
+    /// While the pool is open, a full pool reserves nothing; slots that
+    /// racing creations reserved past its end are freed when it closes.
+    #[test]
+    fn a_full_open_pool_reserves_nothing() {
+        let lease = serial::acquire(22).expect("a heap tag");
+        let mut array = ObjectArray::new(64, false, 2, lease);
+        array.pool_mut().open = true;
+        assert_eq!(array.reserve(), Some(0));
+        assert_eq!(array.reserve(), Some(1));
+        assert_eq!(array.reserve(), None);
+        assert_eq!(array.high_water(), 2, "a refusal reserves nothing");
+        // Two creations that passed the check as the last slot went.
+        assert_eq!(array.table.reserve(), Some(2));
+        assert_eq!(array.table.reserve(), Some(3));
+        assert_eq!(array.reserve(), None);
+        array.release_refused();
+        array.pool_mut().open = false;
+        assert_eq!(array.table.free_len(), 2);
+        let mut again = [array.reserve().unwrap(), array.reserve().unwrap()];
+        again.sort_unstable();
+        assert_eq!(again, [2, 3]);
     }
 }
