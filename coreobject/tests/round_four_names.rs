@@ -30,7 +30,7 @@ fn generated_names_after_a_used_up_range_stay_linear() {
         }
         let h = s.create().unwrap();
         let n = heap.name(h).unwrap().number().unwrap();
-        assert!(n >= 1 << 31 && n < Name::MAX_NUMBER, "{n}");
+        assert!((1 << 31..Name::MAX_NUMBER).contains(&n), "{n}");
         assert!(seen.insert(n), "{n} given twice");
         let outer = (i % 2 == 0).then_some(world.any());
         assert_eq!(heap.find_name(outer, heap.name(h).unwrap()), Some(h.any()));
