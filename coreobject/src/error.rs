@@ -186,9 +186,9 @@ pub enum Error {
     #[error("invalid object name {0:?}: names are non-empty and contain no '.'")]
     InvalidName(String),
     /// The object is permanent: objects in the disregard-for-GC pool and
-    /// class default objects cannot be marked as garbage, and class default
-    /// objects cannot leave the root set.
-    #[error("{0:?} is permanent (a class default object, or in the disregard-for-GC pool): it cannot be marked as garbage, and a class default object cannot leave the root set")]
+    /// class default objects cannot be marked as garbage, and a class
+    /// default object can neither leave the root set nor be renamed.
+    #[error("{0:?} is permanent (a class default object, or in the disregard-for-GC pool): it cannot be marked as garbage, and a class default object can neither leave the root set nor be renamed")]
     Permanent(AnyObj),
     /// The disregard-for-GC pool cannot do that now.
     #[error("disregard-for-GC pool: {0}")]

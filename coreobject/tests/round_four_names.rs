@@ -104,7 +104,7 @@ fn the_permanent_error_names_both_refusals() {
         "{text}"
     );
     assert!(
-        text.contains("a class default object cannot leave the root set"),
+        text.contains("a class default object can neither leave the root set"),
         "{text}"
     );
     let mark = heap.mark_as_garbage(cdo).unwrap_err();
