@@ -46,8 +46,9 @@
 //! for the next new string, under a new stamp. Every entry takes a stamp
 //! that no other entry of any heap in the process ever takes, and a
 //! [`Name`] carries its entry's stamp: so a `Name` still holding the old id,
-//! or one made by another heap, is refused (never read as another string). Bases interned with [`Heap::intern`](crate::Heap::intern) are
-//! kept for the heap's life, like every Unreal `FName`: intern the few bases
+//! or one made by another heap, is refused (never read as another string).
+//! Bases interned with [`Heap::intern`](crate::Heap::intern) are kept for
+//! the heap's life, like every Unreal `FName`: intern the few bases
 //! a program reuses, and name one-off objects with strings. So a program
 //! that names objects with ever-new strings keeps only the strings of its
 //! live objects.

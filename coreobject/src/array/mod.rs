@@ -192,15 +192,18 @@ impl ObjectArray {
     /// Frees the slots past the pool's end that creations racing for its
     /// last slots reserved and gave up (see
     /// [`reserve_in_pool`](Self::reserve_in_pool)). Called as the pool
-    /// closes, before any slot past its end holds an object.
+    /// closes, before any slot past its end holds an object (a slot that
+    /// does, or is free already, is left as it is).
     pub(crate) fn release_refused(&mut self) {
         self.table.sync();
         for i in self.pool.capacity..self.table.high_water() {
-            debug_assert!(
-                self.item(i).map_or(true, |item| item.object().is_none()),
-                "an object past the open pool's end"
-            );
-            self.table.release(i);
+            let empty = self
+                .item(i)
+                .is_some_and(|item| item.object().is_none() && item.serial() != RETIRED);
+            debug_assert!(empty, "slot {i} past the open pool's end is in use");
+            if empty && !self.table.claimable(i) {
+                self.table.release(i);
+            }
         }
     }
 
