@@ -87,9 +87,13 @@
 //! assert!(heap[squad].members.iter().all(|&m| heap[m].hp == 90));
 //! ```
 //!
+//! To change two or more objects at once, [`Heap::get_disjoint_mut`]
+//! borrows them together (`let [a, b] = heap.get_disjoint_mut([x, y])?`).
+//!
 //! `get_mut` is also the incremental collector's write barrier (see
-//! [Incremental collection](#incremental-collection-and-heaptick)), so it is
-//! the one way to change an object.
+//! [Incremental collection](#incremental-collection-and-heaptick)), so it
+//! (with `get_disjoint_mut`, which passes each object through the same
+//! barrier) is the one way to change an object.
 //!
 //! ## Names, outers and `spawn`
 //!
@@ -499,7 +503,7 @@
 //! | `gc.ListClusters` | [`Heap::cluster_report`] |
 //! | `FName` | [`Name`] (interned base + number: [`Heap::intern`], [`Name::with_number`], [`Heap::name`]) |
 //! | `MakeUniqueObjectName` (its fast path) | [`Spawn::unique_name`] |
-//! | `FindObject`, `StaticFindObject` | [`Heap::find`], [`Heap::find_path`] |
+//! | `FindObject`, `StaticFindObject` | [`Heap::find`], [`Heap::find_path`]; typed: [`Heap::find_of`], [`Heap::find_path_of`] |
 //! | `GetPathName` | [`Heap::path_name`] |
 //! | `obj refs` | [`Heap::reference_chains`] |
 //! | `memreport` | [`Heap::memory_report`] |

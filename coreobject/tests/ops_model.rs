@@ -26,7 +26,7 @@
 //! door, `is_rooted`, `is_garbage`, `strong_count`, fields), as are `len`
 //! and the table's counts; each creation must take the slot and generation
 //! the model predicts, and fail with `CapReached` exactly when the model's
-//! table is full. After **every** `collect` and `tick`, **all** handles
+//! table is full (with the pool's `Full` when the open pool is). After **every** `collect` and `tick`, **all** handles
 //! ever issued are checked: a freed object's handle gives `None` (and
 //! `Err(Stale)`), never another object, through the main doors each time
 //! and through every door every fourth time; the freed set, `len`, the
@@ -1256,6 +1256,16 @@ impl World {
             assert!(!matches!(res, Err(Error::CapReached(_))), "{res:?}");
             self.gc.dropped += 1; // the value handed in
             self.note(Ev::OuterRefused);
+            return None;
+        }
+        if self.pool.open && self.t.high_water >= self.pool.capacity {
+            // A full open pool refuses: the object would not be permanent.
+            assert_eq!(
+                res.as_ref().err(),
+                Some(&Error::DisregardPool(coreobject::PoolError::Full)),
+                "created past the open pool's end"
+            );
+            self.gc.dropped += 1; // the value handed in
             return None;
         }
         match res {

@@ -88,7 +88,9 @@ impl Heap {
     ///
     /// # Panics
     /// If the object cap is reached; the message lists the classes filling
-    /// the table. Use [`try_create`](Self::try_create) to get the error.
+    /// the table. Also if the disregard-for-GC pool is open and full (see
+    /// [`open_disregard_for_gc`](Self::open_disregard_for_gc)). Use
+    /// [`try_create`](Self::try_create) to get the error.
     ///
     /// ```
     /// # use coreobject::{Heap, Object};
@@ -398,6 +400,9 @@ impl Heap {
 
     #[cold]
     pub(super) fn cap_error(&self) -> Error {
+        if let Some(e) = self.pool_refusal() {
+            return e;
+        }
         Error::CapReached(CapReport {
             cap: self.array.cap(),
             by_class: self.array.class_counts(true),
