@@ -429,6 +429,8 @@ mod tests {
             budget: Duration::from_micros(200),
             young_threshold: None,
             clusters,
+            moves: crate::world::Moves::Door,
+            effects: crate::world::EFFECTS_SHARE,
         })
         .unwrap();
         let mut records = Vec::new();

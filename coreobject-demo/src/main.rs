@@ -52,7 +52,7 @@ use crate::report::{
     ByKind, Chain, ClusterSummary, CycleShape, PeakMemory, RunReport, RunSettings, Timing,
 };
 use crate::stats::{micros, rss_bytes, GcPerFrame, Percentiles};
-use crate::world::{Clusters, FinalGc, GcMode, Settings, Sim, Span, DT, GC_INTERVAL};
+use crate::world::{Clusters, FinalGc, GcMode, Moves, Settings, Sim, Span, DT, GC_INTERVAL};
 
 /// Simulates a game world on coreobject and reports on its garbage collector.
 #[derive(Parser, Debug)]
@@ -76,17 +76,16 @@ struct Cli {
     out: PathBuf,
     /// How the collector runs: generational (minor cycles when a tenth of
     /// the target population was created since the last cycle, major ones
-    /// on the interval and the object count; a budgeted slice per frame),
+    /// when the old generation has doubled, or every 10 s; a budgeted slice
+    /// per frame),
     /// incremental (major cycles only, a budgeted slice per frame) or full
     /// (major cycles only, each stop-the-world, in one frame).
     #[arg(long, value_enum, default_value_t = GcMode::Generational)]
     gc: GcMode,
     /// The collector's time budget per frame, in milliseconds (fractions
-    /// allowed). Generational and incremental modes aim each tick at it, and
-    /// let a slice run up to 4 times longer when the cycle falls behind the
-    /// program (`GcConfig::incremental_stretch`, 4 by default) rather than
-    /// force a whole cycle into one frame; full mode only counts the frames
-    /// over it.
+    /// allowed). Generational and incremental modes cap each tick at it
+    /// (`GcConfig::incremental_stretch` is 1); full mode only counts the
+    /// frames over it.
     #[arg(long, default_value_t = 2.0, value_parser = parse_budget_ms)]
     budget_ms: f64,
     /// Generational mode: start a minor cycle when this many objects were
@@ -100,6 +99,15 @@ struct Cli {
     /// world without clusters, to compare.
     #[arg(long, value_enum, default_value_t = Clusters::On)]
     clusters: Clusters,
+    /// How every live actor and projectile moves each frame: through the
+    /// data door (`Heap::data_mut`, free for the collector) or through
+    /// `get_mut` (re-scanned while a cycle marks).
+    #[arg(long, value_enum, default_value_t = Moves::Door)]
+    moves: Moves,
+    /// Short-lived effects (projectiles living 2-7 frames) created each
+    /// frame, in percent of `--objects`.
+    #[arg(long, value_name = "PERCENT", default_value_t = 100.0 * world::EFFECTS_SHARE)]
+    effects: f64,
     /// Also write a Chrome trace-event file here (opens in Perfetto and
     /// chrome://tracing): game logic and collector slices per frame, and
     /// the live-object count.
@@ -149,6 +157,8 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         budget: Duration::from_secs_f64(cli.budget_ms / 1000.0),
         young_threshold: cli.young_threshold.map(usize::try_from).transpose()?,
         clusters: cli.clusters,
+        moves: cli.moves,
+        effects: cli.effects.max(0.0) / 100.0,
     };
     eprintln!(
         "building a world of {} objects (seed {}, clusters {}, {} collection{})...",
@@ -158,9 +168,9 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         cli.gc.name(),
         if cli.gc.sliced() {
             format!(
-                ", {} ms budget per frame (a slice may stretch to {} ms when the cycle falls behind)",
+                ", {} ms budget per frame, moves through {}",
                 cli.budget_ms,
-                cli.budget_ms * coreobject::GcConfig::DEFAULT.incremental_stretch
+                cli.moves.name()
             )
         } else {
             String::new()
@@ -308,7 +318,10 @@ fn simulate(
             frames: frame_count,
             seed: sim.settings.seed,
             dt_s: DT.as_secs_f64(),
-            gc_interval_s: GC_INTERVAL.as_secs_f64(),
+            gc_interval_s: world::gc_config(&sim.settings)
+                .interval
+                .unwrap_or(GC_INTERVAL)
+                .as_secs_f64(),
             gc_object_threshold: world::gc_config(&sim.settings)
                 .object_threshold
                 .unwrap_or(0),
@@ -316,6 +329,7 @@ fn simulate(
             gc_young_threshold: world::young_threshold(&sim.settings),
             budget_ms: budget_us / 1000.0,
             clusters: sim.settings.clusters,
+            moves: sim.settings.moves,
             static_share: world::STATIC_SHARE,
         },
         timing: Timing {
@@ -394,6 +408,8 @@ mod tests {
             budget,
             young_threshold: None,
             clusters: Clusters::On,
+            moves: crate::world::Moves::Door,
+            effects: crate::world::EFFECTS_SHARE,
         };
         simulate(settings, &Progress::hidden()).unwrap().0
     }

@@ -34,7 +34,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use coreobject::{DestroyCx, Lifecycle, Obj, Object, Trace, Weak};
+use coreobject::{Data, DestroyCx, Lifecycle, Obj, Object, Trace, Weak};
 
 /// The root of the game: rooted for the whole run.
 #[derive(Object)]
@@ -152,7 +152,7 @@ pub struct Loadout {
 /// A game actor. Its outer is its level. Actors spawn and die during play,
 /// so they never join a GC cluster (a cluster is kept or freed whole: a dead
 /// actor in one would live as long as it).
-#[derive(Object)]
+#[derive(Object, Data)]
 #[object(lifecycle, cluster = false)]
 pub struct Actor {
     /// Unique number (its name is `<Archetype>_<id>`).
@@ -224,7 +224,7 @@ pub struct Component {
 
 /// A short-lived projectile, held by its level until it expires (never in a
 /// GC cluster).
-#[derive(Object)]
+#[derive(Object, Data)]
 #[object(cluster = false)]
 pub struct Projectile {
     /// Who fired it (weak: the shooter may die first).

@@ -23,7 +23,7 @@ pub struct GcSoFar {
     pub minors: usize,
     /// Frames in which the collector did something.
     pub frames_with_gc: usize,
-    /// Of those, frames over the budget.
+    /// Of those, frames over the budget by more than 10% (real overruns).
     pub over_budget: usize,
     /// Of those, frames over twice the budget.
     pub over_double: usize,
@@ -57,7 +57,7 @@ impl GcSoFar {
         self.phase = f.gc_phase;
         if f.gc_worked {
             self.frames_with_gc += 1;
-            self.over_budget += usize::from(f.gc_us > self.budget_us);
+            self.over_budget += usize::from(f.gc_us > 1.1 * self.budget_us);
             self.over_double += usize::from(f.gc_us > 2.0 * self.budget_us);
             self.max_us = self.max_us.max(f.gc_us);
         }
@@ -77,7 +77,7 @@ impl GcSoFar {
             String::new()
         };
         format!(
-            "{} cycles{minors}{phase}; gc/frame max {}, {} of {} over {} ({} over twice)",
+            "{} cycles{minors}{phase}; gc/frame max {}, {} of {} over {} by more than 10% ({} over twice)",
             self.cycles,
             ms(self.max_us),
             self.over_budget,

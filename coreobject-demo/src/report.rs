@@ -37,6 +37,9 @@ pub struct RunSettings {
     /// Whether levels' static content and packages were GC clusters:
     /// `"on"` or `"off"`.
     pub clusters: Clusters,
+    /// How actors and projectiles moved: `"door"` (`Heap::data_mut`) or
+    /// `"get-mut"`.
+    pub moves: crate::world::Moves,
     /// Share of the target population that is static level content.
     pub static_share: f64,
 }
@@ -643,10 +646,13 @@ impl RunReport {
             "collections",
             format!(
                 "{} completed cycles ({triggers}); majors: every {:.1} s since the last cycle or \
-                 at {} objects",
+                 {}",
                 self.collections,
                 self.settings.gc_interval_s,
-                thousands(self.settings.gc_object_threshold as u64)
+                match self.settings.gc_object_threshold {
+                    0 => "when the old generation has doubled since the last major".to_string(),
+                    t => format!("at {} objects", thousands(t as u64)),
+                }
             ),
         );
         for (label, k) in [
@@ -756,11 +762,25 @@ impl RunReport {
             &mut s,
             "frames over budget",
             format!(
-                "{} of {} frames with GC work (budget {}); {} over twice the budget",
-                g.frames_over_budget,
-                g.frames_with_gc,
+                "{} real overruns (over the budget {} by more than 10%), of {} frames with GC work; {} over twice the budget; {} more used their budget (over it by at most 10%)",
+                g.frames_overrun,
                 ms(g.budget_us),
-                g.frames_over_double_budget
+                g.frames_with_gc,
+                g.frames_over_double_budget,
+                g.frames_over_budget - g.frames_overrun
+            ),
+        );
+        row(
+            &mut s,
+            "ticks preempted",
+            format!(
+                "{} of {} frames with GC work were switched out by the scheduler mid-tick; the \
+                 others: p99 / max {} / {}, {} real overruns",
+                g.frames_preempted,
+                g.frames_with_gc,
+                ms(g.unpreempted_p99_us),
+                ms(g.unpreempted_max_us),
+                g.unpreempted_overruns
             ),
         );
         let peak = &self.peak_memory;

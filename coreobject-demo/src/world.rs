@@ -71,7 +71,9 @@ use crate::model::{
     Actor, Archetype, Asset, AssetKind, Component, ComponentKind, Level, Loadout, Package,
     Projectile, PropKind, StaticContent, StaticProp, Transform, World,
 };
-use crate::stats::{micros, rss_bytes, CollectionRecord, Counters, FrameRecord};
+use crate::stats::{
+    involuntary_switches, micros, rss_bytes, CollectionRecord, Counters, FrameRecord,
+};
 
 /// Simulated time per frame (60 frames a second).
 pub const DT: Duration = Duration::from_nanos(16_666_667);
@@ -94,6 +96,11 @@ const SHARED_MESH_CHANCE: f64 = 0.2;
 const CHURN: f64 = 0.015;
 /// Share of deaths that are `mark_as_garbage` (the rest are detachments).
 const GARBAGE_SHARE: f64 = 0.6;
+/// Short-lived effects created each frame by default, as a share of the
+/// target population (`--effects`, in percent): with the actors' churn and
+/// level streaming, about 3% of the population is created a frame, 30,000
+/// objects at 1,000,000.
+pub const EFFECTS_SHARE: f64 = 0.026;
 /// Share of actors that think each frame.
 const THINK_SHARE: f64 = 0.1;
 /// Chance that a thinking shooter fires.
@@ -189,6 +196,29 @@ impl Clusters {
     }
 }
 
+/// How actors and projectiles move every frame (`--moves`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Moves {
+    /// Through the data door (`Heap::data_mut`): positions cannot hold
+    /// handles, so a move costs the collector nothing.
+    Door,
+    /// Through `Heap::get_mut`, the general door: while a cycle marks,
+    /// every moved object is re-scanned; between cycles, every old one
+    /// joins the remembered set.
+    GetMut,
+}
+
+impl Moves {
+    /// `"door"` or `"get-mut"`, as `--moves` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Moves::Door => "door",
+            Moves::GetMut => "get-mut",
+        }
+    }
+}
+
 /// What the user asked for.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -208,6 +238,11 @@ pub struct Settings {
     pub young_threshold: Option<usize>,
     /// Whether levels' static content and packages become GC clusters.
     pub clusters: Clusters,
+    /// How every live actor and projectile moves each frame.
+    pub moves: Moves,
+    /// Short-lived effects created a frame, as a share of the target
+    /// population ([`EFFECTS_SHARE`] by default).
+    pub effects: f64,
 }
 
 impl Settings {
@@ -239,15 +274,52 @@ impl Settings {
 /// remembered set is kept (the write barrier costs what it did before
 /// minor cycles existed) and only major cycles run, as before.
 pub fn gc_config(settings: &Settings) -> GcConfig {
+    let generational = settings.gc == GcMode::Generational;
     GcConfig {
         interval: Some(GC_INTERVAL),
         object_threshold: Some(settings.objects * 3 / 2),
         incremental: settings.gc.sliced().then_some(settings.budget),
-        generational: settings.gc == GcMode::Generational,
+        generational,
         young_threshold: young_threshold(settings),
         ..GcConfig::MANUAL
     }
+    .with_generational_majors(generational)
 }
+
+/// Generational mode: major cycles when the old generation has doubled
+/// since the last major one (the library's default, `GcConfig::growth`),
+/// and at the latest every [`GENERATIONAL_INTERVAL`], rather than on the
+/// object count and every [`GC_INTERVAL`]: with most of what a frame
+/// creates dying young, the object count measures the young garbage, which
+/// minor cycles collect, and a major cycle due every half second would run
+/// back to back and leave no room for minor ones.
+trait GenerationalMajors {
+    fn with_generational_majors(self, on: bool) -> Self;
+}
+
+impl GenerationalMajors for GcConfig {
+    fn with_generational_majors(self, on: bool) -> GcConfig {
+        if !on {
+            return self;
+        }
+        GcConfig {
+            interval: Some(GENERATIONAL_INTERVAL),
+            object_threshold: None,
+            growth: GcConfig::DEFAULT.growth,
+            growth_floor: settings_floor(&self),
+            ..self
+        }
+    }
+}
+
+/// The growth trigger's floor: the young threshold (no major cycle before
+/// the old generation holds that much).
+fn settings_floor(c: &GcConfig) -> usize {
+    c.young_threshold.unwrap_or(GcConfig::DEFAULT.growth_floor)
+}
+
+/// Generational mode: the longest time between two major cycles.
+pub const GENERATIONAL_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A cycle in flight: started, not yet completed.
 #[derive(Clone, Copy, Debug)]
@@ -578,6 +650,8 @@ impl Sim {
         }
         self.kill_actors();
         self.think()?;
+        self.spray_effects()?;
+        self.move_actors();
         self.fly_projectiles();
         self.spawn_to_target(frame)?;
         let logic = t0.elapsed();
@@ -587,9 +661,11 @@ impl Sim {
 
         let live_before_tick = self.heap.len();
         let rss_before_tick = rss_bytes();
+        let switches = involuntary_switches();
         let t1 = Instant::now();
         let tick = self.heap.tick(DT);
         let tick_wall = t1.elapsed();
+        let preempted = matches!((switches, involuntary_switches()), (Some(a), Some(b)) if b > a);
 
         let collection = self.after_tick(frame, &tick);
         self.make_pending_clusters();
@@ -613,6 +689,7 @@ impl Sim {
             tick_us: micros(tick_wall),
             gc_us: micros(tick.time),
             gc_worked: tick.did_work(),
+            gc_preempted: preempted,
             gc_phase: phase_name(tick.phase),
             gc_work: tick.work,
             gc_freed: tick.freed,
@@ -1380,6 +1457,36 @@ impl Sim {
         Ok(())
     }
 
+    /// Short-lived effects (tracers, sparks): `settings.effects` of the
+    /// target population a frame, each a projectile that lives a few
+    /// frames, fired by a random actor of a random level. Most of what a
+    /// game creates dies young, and this is most of what the demo creates.
+    fn spray_effects(&mut self) -> Result<(), Error> {
+        let levels = self.levels();
+        let n = (self.settings.objects as f64 * self.settings.effects) as usize;
+        for k in 0..n {
+            let level = levels[k % levels.len()];
+            let actors = &self.heap[level].actors;
+            if actors.len() < 2 {
+                continue;
+            }
+            let (a, b) = (
+                actors[self.rng.usize(..actors.len())],
+                actors[self.rng.usize(..actors.len())],
+            );
+            // Actors marked as garbage stay listed until pruned.
+            let Some(from) = self.heap.get(a).map(|a| a.transform.position) else {
+                continue;
+            };
+            if !self.heap.contains(b) {
+                continue;
+            }
+            let ttl = self.rng.u16(2..8);
+            self.fire_for(level, a, from, b, ttl)?;
+        }
+        Ok(())
+    }
+
     /// Fires a projectile from `shooter` at `target`.
     fn fire(
         &mut self,
@@ -1388,11 +1495,23 @@ impl Sim {
         from: [f32; 3],
         target: Obj<Actor>,
     ) -> Result<(), Error> {
+        let ttl = self.rng.u16(20..90);
+        self.fire_for(level, shooter, from, target, ttl)
+    }
+
+    /// Fires a projectile that lives `ttl` frames.
+    fn fire_for(
+        &mut self,
+        level: Obj<Level>,
+        shooter: Obj<Actor>,
+        from: [f32; 3],
+        target: Obj<Actor>,
+        ttl: u16,
+    ) -> Result<(), Error> {
         let to = self.heap[target].transform.position;
         let d = [to[0] - from[0], to[1] - from[1], to[2] - from[2]];
         let len = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt().max(1e-3);
         let speed = 40.0 / len;
-        let ttl = self.rng.u16(20..90);
         let p = self.heap.try_create(Projectile {
             instigator: shooter.downgrade(),
             velocity: [d[0] * speed, d[1] * speed, d[2] * speed],
@@ -1406,6 +1525,28 @@ impl Sim {
         Ok(())
     }
 
+    /// Every live actor moves a step, as in a game: through the data door,
+    /// or through `get_mut` with `--moves get-mut`.
+    fn move_actors(&mut self) {
+        let door = self.settings.moves == Moves::Door;
+        let frame = self.heap[self.world].frame as f32;
+        for level in self.levels() {
+            for k in 0..self.heap[level].actors.len() {
+                let actor = self.heap[level].actors[k];
+                let drift = [(frame * 0.01).sin() * 0.1, (frame * 0.01).cos() * 0.1];
+                if door {
+                    if let Some(a) = self.heap.data_mut(actor) {
+                        a.transform.position[0] += drift[0];
+                        a.transform.position[1] += drift[1];
+                    }
+                } else if let Some(a) = self.heap.get_mut(actor) {
+                    a.transform.position[0] += drift[0];
+                    a.transform.position[1] += drift[1];
+                }
+            }
+        }
+    }
+
     /// Moves projectiles; expired ones are dropped by their level and
     /// become unreachable.
     fn fly_projectiles(&mut self) {
@@ -1414,14 +1555,26 @@ impl Sim {
             let list = std::mem::take(&mut self.heap[level].projectiles);
             let mut kept = Vec::with_capacity(list.len());
             for p in list {
-                let Some(pr) = self.heap.get_mut(p) else {
-                    continue;
+                let ttl = if self.settings.moves == Moves::Door {
+                    let Some(pr) = self.heap.data_mut(p) else {
+                        continue;
+                    };
+                    for k in 0..3 {
+                        pr.position[k] += pr.velocity[k] * dt;
+                    }
+                    *pr.ttl -= 1;
+                    *pr.ttl
+                } else {
+                    let Some(pr) = self.heap.get_mut(p) else {
+                        continue;
+                    };
+                    for k in 0..3 {
+                        pr.position[k] += pr.velocity[k] * dt;
+                    }
+                    pr.ttl -= 1;
+                    pr.ttl
                 };
-                for k in 0..3 {
-                    pr.position[k] += pr.velocity[k] * dt;
-                }
-                pr.ttl -= 1;
-                if pr.ttl == 0 {
+                if ttl == 0 {
                     self.population -= 1;
                     self.counters.projectiles_expired += 1;
                     self.graves.push(Grave::Projectile(p));
@@ -1601,6 +1754,8 @@ mod tests {
             gc: GcMode::Incremental,
             budget: Duration::from_millis(2),
             young_threshold: None,
+            moves: super::Moves::Door,
+            effects: super::EFFECTS_SHARE,
             clusters: Clusters::On,
         })
         .unwrap()
@@ -1764,6 +1919,8 @@ mod tests {
             gc: GcMode::Generational,
             budget: Duration::from_millis(2),
             young_threshold: None,
+            moves: super::Moves::Door,
+            effects: super::EFFECTS_SHARE,
             clusters: Clusters::On,
         })
         .unwrap()

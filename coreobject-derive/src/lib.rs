@@ -15,6 +15,8 @@ use syn::{
     Path, Result, Type,
 };
 
+mod data;
+
 /// Makes a struct or enum an object class: registers its name, its full
 /// path (`module_path!()::Type`), its reflected fields and, when the type
 /// implements `Default`, a class default object; writes its `Trace`
@@ -74,6 +76,22 @@ pub fn derive_object(input: TokenStream) -> TokenStream {
 pub fn derive_trace(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     expand(input, false)
+        .unwrap_or_else(Error::into_compile_error)
+        .into()
+}
+
+/// Writes the data door of an object class: a view struct named after the
+/// class with `Data` appended (`Actor` → `ActorData`) that holds `&mut` to
+/// each field whose type cannot hold strong handles, and a sealed
+/// placeholder for each one that can, and `coreobject::Data` returning it.
+/// `Heap::data_mut` hands the view out without the write barrier. The
+/// compiler decides each field from its type's `Trace::NEEDS_TRACE`, so a
+/// handle can never be stored through the door. Named-field structs only;
+/// not with `#[object(trace_with = …)]`. Examples: `coreobject::Data`.
+#[proc_macro_derive(Data)]
+pub fn derive_data(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    data::expand(input)
         .unwrap_or_else(Error::into_compile_error)
         .into()
 }

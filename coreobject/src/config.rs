@@ -90,14 +90,17 @@ pub struct GcConfig {
     /// slice (Unreal's `gc.IncrementalReachabilityTimeLimit` and
     /// `gc.IncrementalGCTimePerFrame`). `None` collects stop-the-world.
     ///
-    /// What a budget means: a slice aims to stop at it, but by default it is
-    /// **not a hard cap**. A slice whose cycle falls behind the program may
-    /// run up to [`incremental_stretch`](Self::incremental_stretch) times the
-    /// budget (4 by default: a 2 ms budget may take 8 ms), which keeps the
-    /// cycle from being forced into one long pause; set the stretch to `1.0`
-    /// for a hard budget. A slice also finishes the work it has in hand: the
-    /// scan of one object, and the re-scan of the objects the program changed
-    /// since the previous slice. `Duration::MAX` means no deadline.
+    /// What a budget means: by default a **cap**. Every step of a cycle
+    /// works in pieces and reads the clock every few dozen units of work, so
+    /// a slice stops at its deadline, overrunning it only by the work it has
+    /// in hand: the scan of one object (a single object holding a million
+    /// handles is one scan), and, in the slice that ends marking, the
+    /// re-scan of the objects the program changed through
+    /// [`Heap::get_mut`](crate::Heap::get_mut) since the previous slice
+    /// (writes through [`Heap::data_mut`](crate::Heap::data_mut) cost
+    /// nothing). With [`incremental_stretch`](Self::incremental_stretch)
+    /// above 1, a slice whose cycle falls behind the program may run up to
+    /// that many times the budget instead. `Duration::MAX` means no deadline.
     pub incremental: Option<Duration>,
     /// Incremental collection: when objects created during a cycle exceed
     /// this multiple of the objects alive at its start (which pacing, see
@@ -112,8 +115,10 @@ pub struct GcConfig {
     /// since the previous one, so that the cycle ends before they reach
     /// [`incremental_debt`](Self::incremental_debt); a slice that has not paid
     /// it by its deadline runs on until it has, or until `incremental_stretch`
-    /// times its budget has passed. `1.0` never stretches (a cycle that falls
-    /// behind is then finished at once by the debt rule, in one long pause).
+    /// times its budget has passed. `1.0`, the default, never stretches: the
+    /// budget is a cap (a cycle that falls behind is then finished at once
+    /// by the debt rule, in one long pause; [`CollectStats::forced`](crate::CollectStats::forced)
+    /// says so).
     ///
     /// ```
     /// use std::time::Duration;
@@ -229,8 +234,40 @@ pub struct GcConfig {
     /// triggers start major cycles: [`growth`](Self::growth) then compares
     /// the old generation (the last cycle's survivors) with the last major
     /// cycle's survivors, and [`interval`](Self::interval) counts from the
-    /// last major cycle.
+    /// last major cycle. Takes precedence over
+    /// [`young_share`](Self::young_share).
     pub young_threshold: Option<usize>,
+    /// With [`generational`](Self::generational) and no
+    /// [`young_threshold`](Self::young_threshold): the young generation's
+    /// size as a share of the heap, so that minor cycles need no tuning.
+    /// [`Heap::tick`](crate::Heap::tick) starts a minor cycle when the
+    /// objects created since the last cycle reach this share of the objects
+    /// that survived it (and at least [`growth_floor`](Self::growth_floor)),
+    /// as Lua's generational mode and the JVMs size their young generation
+    /// from the heap. `Some(0.25)` by default: a heap of a million objects
+    /// runs a minor cycle each 250,000 objects created, and a major one
+    /// when the old generation has doubled ([`growth`](Self::growth)).
+    /// `None` (and [`MANUAL`](Self::MANUAL)) runs no automatic minor cycle.
+    ///
+    /// ```
+    /// use coreobject::{CycleKind, Heap, Object};
+    /// use std::time::Duration;
+    /// #[derive(Object, Default)]
+    /// struct Spark;
+    /// let mut heap = Heap::new();
+    /// let mut kinds = Vec::new();
+    /// for _ in 0..20 {
+    ///     for _ in 0..1_000 {
+    ///         heap.create(Spark); // short-lived: never stored anywhere
+    ///     }
+    ///     if let Some(stats) = heap.tick(Duration::from_millis(16)).completed {
+    ///         kinds.push(stats.kind);
+    ///     }
+    /// }
+    /// assert_eq!(kinds[0], CycleKind::Major, "nothing is old before the first cycle");
+    /// assert!(kinds[1..].iter().all(|&k| k == CycleKind::Minor), "{kinds:?}");
+    /// ```
+    pub young_share: Option<f64>,
     /// Whether [`Heap::tick`](crate::Heap::tick) may start a major cycle on
     /// its own (interval, object count, bytes, growth). `false` leaves only
     /// minor cycles to `tick`: a game can forbid the long full collections
@@ -271,7 +308,7 @@ impl GcConfig {
         growth_floor: 1024,
         incremental: None,
         incremental_debt: Some(1.0),
-        incremental_stretch: 4.0,
+        incremental_stretch: 1.0,
         finish_destroy_timeout: Duration::from_secs(5),
         outer_keeps_inners: false,
         threads: 1,
@@ -279,6 +316,7 @@ impl GcConfig {
         parallel_drop: false,
         generational: true,
         young_threshold: None,
+        young_share: Some(0.25),
         automatic_majors: true,
     };
 
@@ -286,6 +324,7 @@ impl GcConfig {
     pub const MANUAL: GcConfig = GcConfig {
         interval: None,
         growth: None,
+        young_share: None,
         ..GcConfig::DEFAULT
     };
 

@@ -159,8 +159,11 @@
 //! frame instead: the [`GcConfig`] triggers (time between collections,
 //! object count, bytes, heap growth) decide when a cycle starts, and with
 //! [`GcConfig::incremental`] set, each tick runs one slice of the cycle of
-//! about that budget (see [`GcConfig::incremental_stretch`] for how far a
-//! slice may run past it) and returns; the program runs between slices.
+//! at most that budget (a cap by default: [`GcConfig::incremental`] says
+//! what a slice finishes past it, [`GcConfig::incremental_stretch`] how to
+//! let it run longer) and returns; the program runs between slices.
+//! [`Heap::data_mut`] changes an object's handle-free fields at no cost to
+//! the collector (see [`Data`]).
 //! The returned [`Tick`] says what the slice did (`started`, `completed`
 //! with the cycle's [`CollectStats`], `phase`, `work`, `freed`, `time`).
 //! Objects created during a cycle survive it, and [`Heap::get_mut`] tells
@@ -212,8 +215,10 @@
 //! Two ways to make a collection cost less than the whole heap.
 //! **Generational collection** (on by default): [`Heap::collect_minor`]
 //! marks only from what changed since the last cycle and frees only young
-//! objects (see [`gc`]'s chapter); [`GcConfig::young_threshold`] lets
-//! [`Heap::tick`] run minor cycles on its own. **GC clusters** (Unreal's
+//! objects (see [`gc`]'s chapter); [`Heap::tick`] runs them on its own,
+//! each time the objects created reach a share of the heap
+//! ([`GcConfig::young_share`], a quarter by default, or a fixed
+//! [`GcConfig::young_threshold`]). **GC clusters** (Unreal's
 //! `FUObjectCluster`, made at run time): [`Heap::create_cluster`] groups an
 //! object and what it reaches inside it (objects whose outer chain reaches
 //! it; everything else it references stays outside, kept alive as an
@@ -546,7 +551,7 @@ pub use class::{__private, ClassDesc};
 pub use class::{Class, FieldInfo, Object};
 pub use cluster::{ClusterError, ClusterId, ClusterInfo, ClusterReport, ClusterViolation};
 pub use config::{GcConfig, HeapConfig};
-pub use coreobject_derive::{Object, Trace};
+pub use coreobject_derive::{Data, Object, Trace};
 pub use error::{CapReport, ConfigError, Error, PoolError, ResolveError, SerialRefusal};
 pub use gc::debug::{ClassMemory, MemoryReport, PageClassMemory, RefChain, RefLink, RootKind};
 pub use gc::{CollectStats, CycleKind, GcTotals, Phase, PreCollect, Tick, Trigger};
@@ -557,4 +562,4 @@ pub use listener::{CreateListener, DeleteListener, HookId, ObjectEvent};
 pub use names::{IntoName, Name};
 pub use referencer::Referencer;
 pub use strong::StrongObj;
-pub use trace::{PathSeg, RefKind, Trace, Visitor};
+pub use trace::{Data, PathSeg, RefKind, Sealed, Trace, Visitor};

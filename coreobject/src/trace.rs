@@ -732,3 +732,113 @@ impl Trace for AnyObj {
         v.visit(*self)
     }
 }
+
+/// The data door of a class: a view of the fields that cannot hold strong
+/// handles, writable without the collector's write barrier.
+///
+/// [`Heap::get_mut`](crate::Heap::get_mut) is the general door for
+/// mutation, and while a cycle marks (or, with generational collection,
+/// between cycles for old objects) it tells the collector that the object
+/// changed, so that its references are looked at again. A write that cannot
+/// store a handle (a position, a health count) does not need that:
+/// [`Heap::data_mut`](crate::Heap::data_mut) hands out this view instead,
+/// and costs the collector nothing.
+///
+/// Implement it with `#[derive(Data)]` next to `#[derive(Object)]`. The
+/// view is a struct named after the class with `Data` appended
+/// (`Actor` → `ActorData`), with one public field per field of the class:
+/// a field whose type can hold strong handles
+/// ([`Trace::NEEDS_TRACE`]) is a [`Sealed`] placeholder, every other field
+/// is a `&mut` to it. Which is which is decided by the compiler from the
+/// field's type, so a handle-holding field can never be reached through
+/// the door. Fields marked `#[object(skip)]` are never traced, so they are
+/// writable too; a class with `#[object(trace_with = …)]` (which may read
+/// any field) cannot derive `Data`, nor should a class whose `Trace` is
+/// written by hand and reads handles from a field whose type says it holds
+/// none (packed handle bits in a `u64`, say). Named-field structs only.
+///
+/// A hand-written implementation must keep the same promise: the view must
+/// not give a way to change any handle the class's [`Trace`] reports, or
+/// incremental and minor cycles may free objects it references.
+///
+/// ```
+/// use coreobject::{Data, Heap, Obj, Object};
+/// #[derive(Object, Data, Default)]
+/// struct Actor {
+///     pos: [f32; 2],
+///     health: u32,
+///     target: Option<Obj<Actor>>,
+/// }
+/// let mut heap = Heap::new();
+/// let a = heap.create(Actor::default());
+/// let view = heap.data_mut(a).unwrap();
+/// view.pos[0] += 1.5;
+/// *view.health = 100;
+/// // `view.target` is sealed: storing a handle goes through `get_mut`.
+/// assert_eq!((heap[a].pos, heap[a].health), ([1.5, 0.0], 100));
+/// ```
+///
+/// A handle-holding field is not writable through the view:
+///
+/// ```compile_fail
+/// use coreobject::{Data, Heap, Obj, Object};
+/// #[derive(Object, Data, Default)]
+/// struct Actor { target: Option<Obj<Actor>> }
+/// let mut heap = Heap::new();
+/// let a = heap.create(Actor::default());
+/// *heap.data_mut(a).unwrap().target = Some(a);
+/// ```
+pub trait Data {
+    /// The view: `&mut` to every field that cannot hold handles.
+    type View<'a>
+    where
+        Self: 'a;
+    /// The view of `self`'s handle-free fields.
+    fn data_view(&mut self) -> Self::View<'_>;
+}
+
+/// A field of a [`Data`] view that can hold strong handles: it gives no
+/// access (read it through [`Heap::get`](crate::Heap::get), change it
+/// through [`Heap::get_mut`](crate::Heap::get_mut)).
+pub struct Sealed<'a, T: ?Sized>(std::marker::PhantomData<&'a mut T>);
+
+impl<T: ?Sized> std::fmt::Debug for Sealed<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sealed")
+    }
+}
+
+/// What `#[derive(Data)]` uses to pick a view field's type from
+/// [`Trace::NEEDS_TRACE`]; not for direct use.
+#[doc(hidden)]
+pub mod data_door {
+    use super::Sealed;
+
+    /// `HOLDS`: whether the field's type can hold strong handles.
+    #[derive(Debug)]
+    pub struct Pick<const HOLDS: bool>;
+
+    /// The view field for a `T` field.
+    pub trait DataField<'a, T: ?Sized + 'a> {
+        /// `&mut T`, or [`Sealed`] for a type that can hold handles.
+        type Out;
+        /// The view field of `f`.
+        fn door(f: &'a mut T) -> Self::Out;
+    }
+
+    impl<'a, T: ?Sized + 'a> DataField<'a, T> for Pick<false> {
+        type Out = &'a mut T;
+        #[inline(always)]
+        fn door(f: &'a mut T) -> &'a mut T {
+            f
+        }
+    }
+
+    impl<'a, T: ?Sized + 'a> DataField<'a, T> for Pick<true> {
+        type Out = Sealed<'a, T>;
+        #[inline(always)]
+        fn door(_: &'a mut T) -> Sealed<'a, T> {
+            Sealed(std::marker::PhantomData)
+        }
+    }
+}

@@ -16,6 +16,9 @@ pub(crate) struct Budget {
     deadline: Option<Instant>,
     work: usize,
     until_clock: usize,
+    /// Units taken so far, whatever the limits (what a tick reports as its
+    /// work).
+    used: usize,
 }
 
 impl Budget {
@@ -29,6 +32,7 @@ impl Budget {
             deadline,
             work: work.max(1),
             until_clock: CLOCK_EVERY,
+            used: 0,
         }
     }
 
@@ -50,6 +54,7 @@ impl Budget {
     /// Takes `n` units. Returns `true` once the budget is spent.
     #[inline(always)]
     pub(crate) fn spend(&mut self, n: usize) -> bool {
+        self.used = self.used.saturating_add(n);
         if self.work == usize::MAX && self.deadline.is_none() {
             return false;
         }
@@ -90,6 +95,20 @@ impl Budget {
     #[inline(always)]
     pub(crate) fn deadline(&self) -> Option<Instant> {
         self.deadline
+    }
+
+    /// Units taken so far (by [`spend`](Self::spend) and
+    /// [`note`](Self::note)), whether or not the budget limits them.
+    #[inline(always)]
+    pub(crate) fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Counts `n` units done elsewhere (a parallel drain's workers) without
+    /// charging them to the allowance.
+    #[inline(always)]
+    pub(crate) fn note(&mut self, n: usize) {
+        self.used = self.used.saturating_add(n);
     }
 
     /// Spends the whole budget: a parallel drain found it spent.

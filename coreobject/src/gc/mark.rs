@@ -49,6 +49,11 @@ pub(super) const RING: usize = 8;
 /// hold a whole frontier, and the line would be evicted before its turn.
 const LOOKAHEAD: usize = 32;
 
+/// Dead queue entries (that would mark nothing) dropped per work unit by
+/// [`Marker::skip_dead_front`]: each costs a load of its table item, a
+/// fraction of a scan.
+const SKIPS_PER_UNIT: usize = 8;
+
 /// What the rings carry for each object to scan.
 pub(super) trait Carry {
     type Slot: Copy;
@@ -393,22 +398,54 @@ impl<'a> Marker<'a> {
         Pop::Grey(C::pack(p, bits, f))
     }
 
-    /// With the budget spent: drops the queue's front entries that would
-    /// mark nothing (stale, garbage, pool or already marked handles) at no
-    /// charge. Returns `true` if that empties the queue. So a drain with no
-    /// budget left still reports a queue that holds nothing to mark as dry,
-    /// and marking can end in a slice whose looks greyed nothing new, even
-    /// when they queued such handles (a re-scan queues an object's garbage
-    /// children every time).
-    fn skip_dead_front(&mut self) -> bool {
+    /// Drops the queue's front entries that would mark nothing (stale,
+    /// garbage, pool or already marked handles), charging the budget one
+    /// unit per [`SKIPS_PER_UNIT`] entries. Returns `true` if that empties
+    /// the queue. So a drain reports a queue that holds nothing to mark as
+    /// dry, and marking can end in a slice whose looks greyed nothing new;
+    /// and a queue of many such entries (a breadth-first drain leaves one
+    /// per reference to an object queued twice) is worked off over several
+    /// slices, never in one.
+    fn skip_dead_front(&mut self, budget: &mut Budget) -> bool {
+        let mut n = 0usize;
         while let Some(&bits) = self.queue.front() {
             let (i, serial) = (bits as u32, (bits >> 32) as u32);
             if !self.is_marked(i) && admit(self.chunks.at(i), serial).is_some() {
                 return false;
             }
+            if n % SKIPS_PER_UNIT == 0 && budget.spend(1) {
+                return false;
+            }
+            n += 1;
             self.queue.pop_front();
         }
         true
+    }
+
+    /// The queue's length: where the entries queued from now on begin
+    /// (for [`drop_inadmissible_from`](Self::drop_inadmissible_from)).
+    #[inline]
+    pub(crate) fn queue_len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Drops, in place, the entries queued from position `from` on that
+    /// would mark nothing (see [`admit`]): the looks at what the program did
+    /// (re-scans, new roots, referencer reports) often queue stale or
+    /// garbage handles, and filtering them here, once, leaves no dead
+    /// entries for a later slice to drop and costs the marking pipeline's
+    /// hot path nothing.
+    pub(crate) fn drop_inadmissible_from(&mut self, from: usize) {
+        let mut kept = from;
+        for r in from..self.queue.len() {
+            let bits = self.queue[r];
+            let (i, serial) = (bits as u32, (bits >> 32) as u32);
+            if !self.is_marked(i) && admit(self.chunks.at(i), serial).is_some() {
+                self.queue[kept] = bits;
+                kept += 1;
+            }
+        }
+        self.queue.truncate(kept);
     }
 
     /// Sets slot `i`'s mark bit (below the cycle's high water).
@@ -451,7 +488,7 @@ impl<'a> Marker<'a> {
             return true;
         }
         if budget.is_spent() {
-            return self.skip_dead_front();
+            return self.skip_dead_front(budget);
         }
         let (marked, dry) = super::par::drain(
             self.chunks,
@@ -464,7 +501,7 @@ impl<'a> Marker<'a> {
             budget,
         );
         self.marked += marked;
-        dry || self.skip_dead_front()
+        dry || self.skip_dead_front(budget)
     }
 
     /// [`drain`](Self::drain), with rings carrying `C`.
@@ -512,7 +549,7 @@ impl<'a> Marker<'a> {
                 self.scan(oldest, key);
                 scanned = true;
             } else {
-                return open || self.skip_dead_front();
+                return open || self.skip_dead_front(budget);
             }
         }
     }

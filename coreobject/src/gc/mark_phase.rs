@@ -54,45 +54,20 @@ impl Collector {
             if cycle.kind == CycleKind::Minor {
                 // The pool is old: pool objects changed since the last cycle
                 // are in the remembered set, and only new ones (young) are
-                // scanned. Unbudgeted: one flag test per young object.
-                // Whether each cluster met has an old member, decided once
-                // per cluster (a level's content is young together).
-                let mut old_cluster: HashMap<u32, bool, FxBuildHasher> = HashMap::default();
-                for &y in &cycle.list {
-                    let item = chunks.at(y);
-                    let f = item.flags();
-                    let (Some(p), Some(s)) = (item.object(), NonZeroU32::new(item.serial())) else {
-                        continue;
-                    };
-                    if f & flags::DISREGARD != 0 {
-                        marker.scan_slot(y, item, p);
-                        continue;
-                    }
-                    let root = item.cluster_root();
-                    if root != 0
-                        && f & flags::DEAD == 0
-                        && *old_cluster.entry(root).or_insert_with(|| {
-                            // Young members are not black yet: any black
-                            // member is an old one.
-                            clusters
-                                .members_of(root)
-                                .iter()
-                                .any(|m| marker.is_black(m.index()))
-                        })
-                    {
-                        // A young member of a cluster with old members: the
-                        // cluster is alive, and keeps it.
-                        marker.visit(AnyObj::new(y, s));
-                    } else if cycle.outer_keeps_inners && f & flags::DEAD == 0 {
-                        // An old outer is alive, and keeps its young inners.
-                        let h = AnyObj::new(y, s);
-                        if let Ok(Some(o)) = stage.array.outer(h, flags::DEAD) {
-                            if marker.is_black(o.index())
-                                && stage.array.lookup(o, flags::DEAD).is_ok()
-                            {
-                                marker.visit(h);
-                            }
-                        }
+                // scanned. One flag test per young object, in budgeted
+                // pieces: the young list is what the program allocated.
+                // Whether each cluster met has an old member is decided once
+                // per cluster and cycle (a level's content is young together).
+                let mut old_cluster = std::mem::take(&mut cycle.old_clusters);
+                let mut k = from as usize;
+                while k < cycle.list.len() {
+                    let y = cycle.list[k];
+                    k += 1;
+                    look_at_young(&mut marker, &mut old_cluster, stage, cycle, y);
+                    if budget.spend(1) {
+                        cycle.step = Step::Pool(k as u32);
+                        cycle.old_clusters = old_cluster;
+                        return false;
                     }
                 }
                 i = cycle.pool_end;
@@ -110,6 +85,32 @@ impl Collector {
                     return false;
                 }
             }
+            cycle.step = Step::Remembered(0);
+        }
+        // A minor cycle's remembered set: the old objects changed since the
+        // last cycle, re-scanned in budgeted pieces (each one's flag is
+        // cleared first, so that a write after its re-scan lists it again
+        // for the looks below).
+        if let Step::Remembered(from) = cycle.step {
+            let mut k = from;
+            while k < cycle.remembered.len() {
+                let i = cycle.remembered[k];
+                k += 1;
+                let item = chunks.at(i);
+                let f = item.clear(flags::REGREY);
+                if f & flags::UNREACHABLE == 0
+                    && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
+                {
+                    if let Some(p) = item.object() {
+                        marker.scan_slot(i, item, p);
+                    }
+                }
+                if budget.spend(1) {
+                    cycle.step = Step::Remembered(k);
+                    return false;
+                }
+            }
+            cycle.remembered.clear();
             for (_, r) in stage.referencers {
                 let mut counting = CountVisits {
                     inner: &mut marker,
@@ -128,6 +129,10 @@ impl Collector {
             }
             // The queue is dry. Look at everything the program did since the
             // previous slice; if none of it greys an object, marking is done.
+            // The looks keep only handles that would mark something (their
+            // entries are filtered once, below), so they leave no dead
+            // entries for a later slice to drop.
+            let looks_from = marker.queue_len();
             // New roots and strong handles.
             let roots = &stage.array.roots_mut()[cycle.roots_seen..];
             for &i in roots {
@@ -160,6 +165,7 @@ impl Collector {
                     }
                 }
                 if budget.spend(1) {
+                    marker.drop_inadmissible_from(looks_from);
                     cycle.stats.marked += std::mem::take(&mut marker.marked);
                     return false;
                 }
@@ -190,6 +196,7 @@ impl Collector {
             for (_, r) in stage.referencers {
                 r.add_referenced_objects(&mut marker);
             }
+            marker.drop_inadmissible_from(looks_from);
             // Done when what the program did greys nothing new. (The queue
             // may still hold entries: stale handles and garbage objects are
             // queued by every look, and never marked.)
@@ -222,5 +229,51 @@ impl Collector {
             CycleKind::Minor => 0,
         });
         true
+    }
+}
+
+/// A minor cycle's look at young object `y`: a new pool object is
+/// scanned, a young member of a cluster with old members or a young
+/// inner of an old outer (when outers keep inners) is greyed.
+fn look_at_young(
+    marker: &mut Marker<'_>,
+    old_cluster: &mut HashMap<u32, bool, FxBuildHasher>,
+    stage: &Stage<'_>,
+    cycle: &Cycle,
+    y: u32,
+) {
+    let item = stage.array.chunks().at(y);
+    let f = item.flags();
+    let (Some(p), Some(s)) = (item.object(), NonZeroU32::new(item.serial())) else {
+        return;
+    };
+    if f & flags::DISREGARD != 0 {
+        marker.scan_slot(y, item, p);
+        return;
+    }
+    let root = item.cluster_root();
+    if root != 0
+        && f & flags::DEAD == 0
+        && *old_cluster.entry(root).or_insert_with(|| {
+            // Young members are not black yet: any black
+            // member is an old one.
+            stage
+                .clusters
+                .members_of(root)
+                .iter()
+                .any(|m| marker.is_black(m.index()))
+        })
+    {
+        // A young member of a cluster with old members: the
+        // cluster is alive, and keeps it.
+        marker.visit(AnyObj::new(y, s));
+    } else if cycle.outer_keeps_inners && f & flags::DEAD == 0 {
+        // An old outer is alive, and keeps its young inners.
+        let h = AnyObj::new(y, s);
+        if let Ok(Some(o)) = stage.array.outer(h, flags::DEAD) {
+            if marker.is_black(o.index()) && stage.array.lookup(o, flags::DEAD).is_ok() {
+                marker.visit(h);
+            }
+        }
     }
 }

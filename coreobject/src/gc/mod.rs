@@ -59,6 +59,11 @@
 //!   list, through an item flag); marking re-scans every listed object that
 //!   was already marked, so a reference stored into a scanned object is
 //!   found. When no cycle marks, the barrier is one predictable branch.
+//!   [`Heap::data_mut`](crate::Heap::data_mut) is a second door that skips
+//!   it: it reaches only the fields whose type cannot hold a strong handle
+//!   ([`Data`](crate::Data)), so the object's references stay what marking
+//!   saw, and a game that moves every actor every frame through it costs
+//!   the collector nothing.
 //! * **The read barrier of interior-mutable classes.** An object whose
 //!   handles sit behind a lock or in an atomic
 //!   ([`Trace::INTERIOR_MUT`](crate::Trace::INTERIOR_MUT)) can change with
@@ -86,16 +91,35 @@
 //!   list, referencer reports) grey nothing new: no mutator runs inside a
 //!   slice. The re-scan list is worked off whole in every slice that reaches
 //!   it, and charged to the slice's budget: it holds each object changed
-//!   since the previous slice once, so its cost is proportional to what the
-//!   program changed, never to the heap, and a mutator that writes between
-//!   every two slices cannot refill it faster than it is emptied. A drain
-//!   whose budget is spent still drops, at no charge, queued handles that
-//!   would mark nothing (stale, garbage, already marked), so a slice that
-//!   greys nothing new ends marking even with no budget left. Every other
-//!   slice marks at least one unmarked object, and objects created during
-//!   the cycle are black, so marking ends after at most as many slices as
-//!   there were objects when it began, whatever the mutator does (with
-//!   [`Heap::step`](crate::Heap::step)`(1)` too).
+//!   through `get_mut` since the previous slice once, so its cost is
+//!   proportional to what the program changed in one frame, never to the
+//!   heap or the cycle, and a mutator that writes between every two slices
+//!   cannot refill it faster than it is emptied. (A minor cycle's remembered
+//!   set, the old objects changed since the last cycle, is re-scanned in
+//!   budgeted pieces when the cycle starts.) The looks queue only handles
+//!   that would mark something, and queued handles that turn out to mark
+//!   nothing (stale, garbage, already marked) are dropped at a unit per
+//!   eight, so no slice drops more than its budget allows. Every slice
+//!   either marks an unmarked object or drops queued entries; objects
+//!   created during the cycle are black, and the entries are bounded by the
+//!   references of the objects marked, so marking ends after a number of
+//!   slices bounded by the objects and references alive when it began,
+//!   whatever the mutator does (with [`Heap::step`](crate::Heap::step)`(1)`
+//!   too).
+//! * **What each step costs.** In units of work ([`Tick::work`]), each
+//!   slice stopping at its budget: the pool's scan (one unit per pool
+//!   slot), a minor cycle's look at its young objects (one per young
+//!   object) and its remembered set (one per remembered object), the drain
+//!   (one per object marked or queue entry popped, one per eight dead
+//!   entries dropped), the looks at what the program did (one per object
+//!   created or changed), the sweep (one per 64-slot bitmap word of a major
+//!   cycle, or eight young-list entries of a minor one, and one per object
+//!   flagged), the destruction hooks and the free step (one per object).
+//!   The bookkeeping between steps (starting a cycle, ending marking,
+//!   promotion after a minor cycle) is proportional to what the program
+//!   created or changed, except a major cycle's start, which clears the
+//!   mark bitmap (`slots / 8` bytes, one `memset`). What a slice cannot
+//!   split: one object's scan (all of its references at once).
 //! * **Keeping up.** A timed slice is paced: the objects created since the
 //!   previous slice owe the cycle a share of its estimated time (from the
 //!   last cycle's time per live object), sized so that the cycle ends by the
@@ -220,7 +244,7 @@ mod plan;
 pub(crate) mod stats;
 mod sweep;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU32;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -228,6 +252,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxBuildHasher;
 
 use crate::array::{flags, ObjectArray};
 use crate::cluster::Clusters;
@@ -269,8 +294,14 @@ pub(crate) struct Stage<'h> {
 /// Where a cycle in flight is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
-    /// Scanning the pool's objects, from this index.
+    /// Scanning the pool's objects, from this index (a major cycle), or
+    /// looking at the young objects, from this position in the cycle's
+    /// list (a minor one: the new pool objects, the young members of
+    /// clusters with old members, the young inners of old outers).
     Pool(u32),
+    /// Re-scanning the remembered set (a minor cycle's old objects changed
+    /// since the last cycle), from this position.
+    Remembered(usize),
     /// Draining the work queue and re-scanning what changed.
     Mark,
     /// Flagging unreachable objects and running `begin_destroy`, from this
@@ -291,7 +322,7 @@ enum Step {
 impl Step {
     fn phase(self) -> Phase {
         match self {
-            Step::Pool(_) | Step::Mark => Phase::Mark,
+            Step::Pool(_) | Step::Remembered(_) | Step::Mark => Phase::Mark,
             _ => Phase::Purge,
         }
     }
@@ -337,6 +368,12 @@ struct Cycle {
     /// objects, old ones marked as garbage; the free step adds the pending
     /// objects finished this cycle). Major cycles walk the bitmap instead.
     list: Vec<u32>,
+    /// Minor cycles: the remembered set when the cycle started, re-scanned
+    /// in budgeted pieces ([`Step::Remembered`]).
+    remembered: Vec<u32>,
+    /// Minor cycles: whether each GC cluster met among the young objects
+    /// has an old member, decided once per cycle (kept across slices).
+    old_clusters: HashMap<u32, bool, FxBuildHasher>,
 }
 
 /// The collector: its settings, its state between slices, its books.
@@ -397,6 +434,8 @@ pub(crate) struct Collector {
     /// The parallel marker's worker threads, started on the first parallel
     /// drain and kept (rebuilt when the thread count changes).
     pool: Option<par::Pool>,
+    /// Work units the last slice did (see [`Tick::work`]).
+    slice_work: usize,
 }
 
 impl Collector {
@@ -430,6 +469,7 @@ impl Collector {
             pre: Vec::new(),
             post: Vec::new(),
             pool: None,
+            slice_work: 0,
         }
     }
 
@@ -539,15 +579,17 @@ impl Collector {
                 tick.started = Some(trigger);
             }
         }
-        if self.cycle.is_some() {
-            let before = self.work_so_far();
+        if let Some(c) = &self.cycle {
+            tick.began_in = c.step.phase();
             tick.completed = self.run(&mut stage, budget);
-            let after = match &tick.completed {
-                Some(s) => s.marked + s.unreachable + s.freed,
-                None => self.work_so_far(),
+            tick.work = self.slice_work;
+            tick.ended_in = match tick.completed {
+                Some(_) => Phase::Purge,
+                None => self.phase(),
             };
-            tick.work = after.saturating_sub(before);
         } else if !self.pending.is_empty() {
+            tick.began_in = Phase::Purge;
+            tick.ended_in = Phase::Purge;
             stage.array.sync();
             let mut caught: Caught = None;
             let freed = self.finish_pending(&mut stage, &mut caught);
@@ -562,13 +604,6 @@ impl Collector {
         tick.phase = self.phase();
         tick.time = t0.elapsed();
         tick
-    }
-
-    /// Objects processed so far in the cycle in flight.
-    fn work_so_far(&self) -> usize {
-        self.cycle
-            .as_ref()
-            .map_or(0, |c| c.stats.marked + c.stats.unreachable + c.stats.freed)
     }
 
     /// Starts a cycle: callbacks, the root list, the bitmap. A minor cycle
@@ -657,6 +692,8 @@ impl Collector {
             kind,
             scanned_born: 0,
             list,
+            remembered: std::mem::take(&mut self.regrey),
+            old_clusters: HashMap::default(),
         });
 
         // Root candidates: drop stale and duplicate entries, keep the rest.
@@ -714,7 +751,7 @@ impl Collector {
         self.pace(&mut cycle, &mut budget, t0);
         let mut caught: Caught = None;
         let mut done = false;
-        if matches!(cycle.step, Step::Pool(_) | Step::Mark) {
+        if matches!(cycle.step, Step::Pool(_) | Step::Remembered(_) | Step::Mark) {
             let ts = Instant::now();
             let _mark = tracing::info_span!("gc.mark").entered();
             let marked = catch_unwind(AssertUnwindSafe(|| {
@@ -730,10 +767,11 @@ impl Collector {
                 }
             }
         }
-        if !matches!(cycle.step, Step::Pool(_) | Step::Mark) {
+        if !matches!(cycle.step, Step::Pool(_) | Step::Remembered(_) | Step::Mark) {
             done = self.purge_slice(stage, &mut cycle, &mut budget, &mut caught);
         }
         let slice = t0.elapsed();
+        self.slice_work = budget.used();
         cycle.owed = cycle.owed.saturating_sub(slice);
         cycle.stats.slices += 1;
         cycle.stats.max_slice = cycle.stats.max_slice.max(slice);
@@ -772,6 +810,9 @@ impl Collector {
         for i in std::mem::take(&mut self.regrey) {
             array.at(i).clear(flags::REGREY);
         }
+        for &i in &cycle.remembered {
+            array.at(i).clear(flags::REGREY);
+        }
         self.greyed.lock().clear();
         self.queue.clear();
         self.marking = false;
@@ -800,6 +841,14 @@ impl Collector {
             }
         }
         cycle.stats.born = cycle.born.len();
+        // The remembered set's buffer goes back to the re-scan list, which
+        // the next cycle fills: allocating it afresh would make glibc
+        // consolidate the chunks the purge just freed, inside that cycle's
+        // start (11 ms at a million objects).
+        if self.regrey.is_empty() && self.regrey.capacity() < cycle.remembered.capacity() {
+            cycle.remembered.clear();
+            std::mem::swap(&mut self.regrey, &mut cycle.remembered);
+        }
         std::mem::swap(&mut array.condemned.marks, &mut self.bits);
         array.condemned.active = false;
         self.in_flight = false;

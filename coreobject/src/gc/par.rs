@@ -471,11 +471,16 @@ pub(crate) fn drain(
                 Steal::Empty => break,
             }
         }
+        budget.note(shared.allowance.spent.load(Ordering::Relaxed));
         budget.exhaust();
     } else if !shared.allowance.is_unlimited() {
         budget.spend(shared.allowance.spent.load(Ordering::Relaxed));
     }
-    (settle(atomic, &lists, before), !stopped)
+    let marked = settle(atomic, &lists, before);
+    if shared.allowance.is_unlimited() {
+        budget.note(marked);
+    }
+    (marked, !stopped)
 }
 
 /// The number of bits set in `bits` (read with plain loads: no worker runs).

@@ -26,7 +26,7 @@ impl Collector {
         // generation's: what survived the last cycle against what survived
         // the last major one (young objects are the minors' business).
         // Otherwise every object counts, against the last cycle's survivors.
-        let minors = c.generational && c.young_threshold.is_some();
+        let minors = c.generational && (c.young_threshold.is_some() || c.young_share.is_some());
         let (base, now) = if minors {
             (self.major_survivors, self.survivors)
         } else {
@@ -57,13 +57,20 @@ impl Collector {
         }
     }
 
-    /// A minor cycle, if the young threshold is reached.
+    /// A minor cycle, if the young threshold (set, or derived from the
+    /// heap by [`GcConfig::young_share`](crate::GcConfig::young_share)) is
+    /// reached.
     fn young_due(&self, array: &ObjectArray) -> Option<(Trigger, CycleKind)> {
         let considered = array.len().saturating_sub(array.pool_end() as usize);
-        let t = self
-            .config
+        let c = &self.config;
+        let derived = || {
+            let share = c.young_share.filter(|s| s.is_finite() && *s > 0.0)?;
+            Some(((self.survivors as f64 * share) as usize).max(c.growth_floor))
+        };
+        let t = c
             .young_threshold
-            .filter(|_| self.config.generational)?;
+            .or_else(derived)
+            .filter(|_| c.generational)?;
         // Before any major cycle nothing is old, and a minor one would mark
         // the whole heap anyway (with a minor's policy): the first is major.
         let kind = if self.totals.major_collections == 0 {
@@ -130,7 +137,7 @@ impl Collector {
         let span = cycle.hw.saturating_sub(cycle.pool_end).max(1) as f64;
         let at = |i: u32| i.saturating_sub(cycle.pool_end) as f64 / span;
         match cycle.step {
-            Step::Pool(_) => 0.0,
+            Step::Pool(_) | Step::Remembered(_) => 0.0,
             Step::Mark => 0.5 * (cycle.stats.marked as f64 / live).min(1.0),
             Step::Sweep(i) => 0.5 + 0.25 * at(i),
             Step::Poll(_) | Step::Finish(_) => 0.75,

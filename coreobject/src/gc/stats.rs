@@ -132,11 +132,28 @@ pub enum Phase {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tick {
-    /// The collector's phase after this tick.
+    /// The collector's phase after this tick (`Idle` once a cycle
+    /// completed, even if this tick ran all of it: see
+    /// [`began_in`](Self::began_in) and [`ended_in`](Self::ended_in)).
     pub phase: Phase,
+    /// The phase this tick's collector work began in: `Mark` for a tick
+    /// that started a cycle, `Purge` for one that only finished objects
+    /// waiting for destruction, `Idle` for a tick that did no cycle work.
+    pub began_in: Phase,
+    /// The phase this tick's collector work ended in: `Purge` for a tick
+    /// that completed a cycle, `Idle` for a tick that did no cycle work.
+    pub ended_in: Phase,
     /// Time spent in the collector during this tick, whatever the phase.
     pub time: Duration,
-    /// Objects processed during this tick: marked, swept or destroyed.
+    /// Work units done during this tick: objects marked or scanned (pool
+    /// objects, young and remembered objects of a minor cycle, objects
+    /// created or changed during the cycle), queue entries popped or
+    /// dropped, bitmap words and young-list entries walked, objects swept,
+    /// polled, finished or freed (the costs are listed in the
+    /// [`gc`](crate::gc) module's docs). A slice of
+    /// [`Heap::step`](crate::Heap::step)`(n)` does about `n`: the budget is
+    /// checked after each unit, and a drain finishes the few objects in its
+    /// prefetch pipeline.
     pub work: usize,
     /// Objects freed during this tick (this cycle's and earlier pending ones).
     pub freed: usize,

@@ -493,7 +493,9 @@ impl Collector {
                     cycle.step = Step::Settle(k);
                     return true;
                 }
-                Step::Pool(_) | Step::Mark => unreachable!("purge before marking ended"),
+                Step::Pool(_) | Step::Remembered(_) | Step::Mark => {
+                    unreachable!("purge before marking ended")
+                }
             }
         }
     }

@@ -6,6 +6,7 @@ use crate::array::{flags, ObjectRef};
 use crate::class::{Class, Object};
 use crate::error::ResolveError;
 use crate::handle::{AnyObj, Handle, Obj, Weak};
+use crate::trace::Data;
 
 use super::{index_failed, Heap};
 
@@ -108,6 +109,55 @@ impl Heap {
             self.clusters.get_mut().changed(cluster);
         }
         Ok(v)
+    }
+
+    /// The data door: exclusive access to the fields of an object that
+    /// cannot hold strong handles (its class's [`Data`] view), **without**
+    /// the write barrier. Moving an actor this way costs the collector
+    /// nothing: the object joins no re-scan list and no remembered set, and
+    /// its GC cluster keeps its gathered references. `None` when the handle
+    /// does not resolve, as for [`get_mut`](Self::get_mut).
+    ///
+    /// ```
+    /// use coreobject::{Data, Heap, Object};
+    /// #[derive(Object, Data, Default)]
+    /// struct Actor { pos: [f32; 2] }
+    /// let mut heap = Heap::new();
+    /// let a = heap.create(Actor::default());
+    /// heap.data_mut(a).unwrap().pos[1] = 4.0;
+    /// assert_eq!(heap[a].pos, [0.0, 4.0]);
+    /// ```
+    #[inline]
+    pub fn data_mut<H: Handle>(&mut self, h: H) -> Option<<H::Target as Data>::View<'_>>
+    where
+        H::Target: Object + Data,
+    {
+        self.try_data_mut(h).ok()
+    }
+
+    /// [`data_mut`](Self::data_mut), saying why a handle does not resolve.
+    ///
+    /// ```
+    /// # use coreobject::{Data, Heap, Object, ResolveError};
+    /// # #[derive(Object, Data, Default)] struct Actor { hp: u32 }
+    /// let mut heap = Heap::new();
+    /// let a = heap.create(Actor::default());
+    /// heap.mark_as_garbage(a).unwrap();
+    /// assert!(matches!(heap.try_data_mut(a), Err(ResolveError::Garbage(_))));
+    /// ```
+    #[inline]
+    pub fn try_data_mut<H: Handle>(
+        &mut self,
+        h: H,
+    ) -> Result<<H::Target as Data>::View<'_>, ResolveError>
+    where
+        H::Target: Object + Data,
+    {
+        // No barrier: the view reaches no field that can hold a handle, so
+        // the object's references stay what marking and the remembered set
+        // saw.
+        let (v, _) = self.array.resolve_mut::<H::Target>(h.any_obj())?;
+        Ok(v.data_view())
     }
 
     /// Exclusive access to several objects at once (slotmap's

@@ -1,0 +1,430 @@
+//! The budget's promises, against a model and in work units.
+//!
+//! * **Model** — stop-the-world and sliced cycles (`step(n)` and
+//!   `step_minor(n)`, `n` from 1 to 500 units) on 1, 2 and 4 marking
+//!   threads, with a mutator that, between every two slices, writes every
+//!   object reachable in the model through both doors (`get_mut` and the
+//!   data door `data_mut`), cuts references, and stores handles it kept
+//!   outside the heap (to unrooted objects, often unreachable when the cycle
+//!   started) into reachable objects, whenever the heap still resolves them.
+//!   Checked after every slice: every object reachable in the model
+//!   resolves (nothing reachable is freed). Checked per cycle: it ends
+//!   within the bound [`slice_bound`] states. Checked at the end: two more
+//!   cycles of the same kind (and, for minor cycles, which leave old garbage
+//!   to major ones, one major cycle) free every object the model cannot
+//!   reach.
+//! * **Work per slice** — on a large heap (200,000 objects by default,
+//!   `BUDGET_TEST_OBJECTS` to scale it up), every slice of `step(n)` of
+//!   every phase of major and minor cycles does at most `2n + 64` units
+//!   ([`Tick::work`](coreobject::Tick::work)), including with one object
+//!   holding a handle to every other, and with every object moved through
+//!   the data door between slices.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use coreobject::{CycleKind, Data, GcConfig, Heap, HeapConfig, Obj, Object, Phase, Tick};
+
+#[derive(Object, Data, Default)]
+struct Node {
+    id: u64,
+    pos: [f32; 2],
+    kids: Vec<Obj<Node>>,
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn heap(threads: usize) -> Heap {
+    let gc = GcConfig {
+        threads,
+        parallel_threshold: 0,
+        ..GcConfig::MANUAL
+    };
+    Heap::with_config(HeapConfig {
+        gc,
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap()
+}
+
+/// The model: every object's children as stored, and the roots.
+#[derive(Default)]
+struct Model {
+    kids: BTreeMap<Obj<Node>, Vec<Obj<Node>>>,
+    roots: Vec<Obj<Node>>,
+}
+
+impl Model {
+    fn reachable(&self) -> BTreeSet<Obj<Node>> {
+        let mut seen = BTreeSet::new();
+        let mut todo = self.roots.clone();
+        while let Some(o) = todo.pop() {
+            if seen.insert(o) {
+                todo.extend(self.kids.get(&o).into_iter().flatten().copied());
+            }
+        }
+        seen
+    }
+
+    fn edges(&self) -> usize {
+        self.kids.values().map(Vec::len).sum()
+    }
+}
+
+/// How many slices a cycle of `step(n)` may take: marking drains at least
+/// `n` units per slice until it ends, and its units are bounded by the
+/// objects (marked, and their table slots swept and freed) and references
+/// (queue entries) of the heap, plus what the mutator adds (each object it
+/// creates, each handle it stores from outside can cost a look slice of
+/// its own). The purge adds a unit per 64-slot bitmap word.
+fn slice_bound(slots: usize, edges: usize, added: usize, n: usize) -> usize {
+    4 * (slots + edges) / n + 4 * added + 32
+}
+
+fn step(heap: &mut Heap, kind: CycleKind, n: Option<usize>) -> Tick {
+    match (kind, n) {
+        (CycleKind::Major, Some(n)) => heap.step(n),
+        (_, Some(n)) => heap.step_minor(n),
+        (CycleKind::Major, None) => {
+            let stats = heap.collect().unwrap();
+            Tick {
+                completed: Some(stats),
+                ..Tick::default()
+            }
+        }
+        (_, None) => {
+            let stats = heap.collect_minor().unwrap();
+            Tick {
+                completed: Some(stats),
+                ..Tick::default()
+            }
+        }
+    }
+}
+
+fn assert_reachable_alive(heap: &Heap, model: &Model, ctx: &str) {
+    for o in model.reachable() {
+        assert!(heap.contains(o), "{ctx}: reachable {o:?} was freed");
+        let kids = &heap[o].kids;
+        assert_eq!(kids, &model.kids[&o], "{ctx}: {o:?}'s children");
+    }
+}
+
+/// One run of the model: `cycles` cycles of `kind`, each in slices of `n`
+/// units (`None`: stop-the-world).
+fn model_run(kind: CycleKind, threads: usize, n: Option<usize>, seed: u64) {
+    let ctx = format!("{kind:?}, {threads} threads, n {n:?}, seed {seed}");
+    let mut rng = Rng(seed | 1);
+    let mut heap = heap(threads);
+    let mut model = Model::default();
+    let create = |heap: &mut Heap, model: &mut Model| {
+        let o = heap.create(Node {
+            id: model.kids.len() as u64,
+            ..Node::default()
+        });
+        model.kids.insert(o, Vec::new());
+        o
+    };
+    for _ in 0..3 {
+        let r = create(&mut heap, &mut model);
+        heap.add_to_root(r).unwrap();
+        model.roots.push(r);
+    }
+    // Handles kept outside the heap: never roots.
+    let mut outside: Vec<Obj<Node>> = Vec::new();
+    for _ in 0..120 {
+        let o = create(&mut heap, &mut model);
+        outside.push(o);
+    }
+    let link = |heap: &mut Heap, model: &mut Model, from: Obj<Node>, to: Obj<Node>| {
+        heap.get_mut(from).unwrap().kids.push(to);
+        model.kids.get_mut(&from).unwrap().push(to);
+    };
+    // A random graph: objects linked from reachable ones, some left out.
+    for k in 0..outside.len() {
+        if k % 4 != 0 {
+            let reach: Vec<_> = model.reachable().into_iter().collect();
+            let from = reach[rng.below(reach.len())];
+            link(&mut heap, &mut model, from, outside[k]);
+        }
+        if k % 3 == 0 {
+            let (a, b) = (outside[rng.below(k + 1)], outside[rng.below(k + 1)]);
+            link(&mut heap, &mut model, a, b);
+        }
+    }
+    // Minor cycles need old objects: a major cycle first.
+    heap.collect().unwrap();
+    model.kids.retain(|o, _| heap.contains(*o));
+    assert_reachable_alive(&heap, &model, &ctx);
+
+    for cycle in 0..3 {
+        let slots = heap.len() + outside.len() + 3;
+        let edges = model.edges();
+        let mut added = 0;
+        let mut slices = 0;
+        loop {
+            let tick = step(&mut heap, kind, n);
+            slices += 1;
+            assert_reachable_alive(&heap, &model, &ctx);
+            if tick.completed.is_some() {
+                break;
+            }
+            let bound = slice_bound(slots, edges, added, n.unwrap_or(1));
+            assert!(
+                slices <= bound,
+                "{ctx}: cycle {cycle} took more than {bound} slices"
+            );
+            // The mutator: every reachable object, through both doors.
+            let reach: Vec<_> = model.reachable().into_iter().collect();
+            for &o in &reach {
+                heap.data_mut(o).unwrap().pos[0] += 1.0;
+                let node = heap.get_mut(o).unwrap();
+                node.pos[1] = node.id as f32;
+            }
+            // Cut a reference now and then: garbage made mid-cycle.
+            if slices % 3 == 0 {
+                let from = reach[rng.below(reach.len())];
+                if !model.kids[&from].is_empty() {
+                    let k = rng.below(model.kids[&from].len());
+                    heap.get_mut(from).unwrap().kids.swap_remove(k);
+                    model.kids.get_mut(&from).unwrap().swap_remove(k);
+                }
+            }
+            // Store a handle kept outside into a reachable object, if the
+            // heap still resolves it (unreachable ones stop resolving once
+            // marking ends; storing one then would store a stale handle).
+            if slices % 2 == 0 && added < 40 {
+                let to = outside[rng.below(outside.len())];
+                if heap.contains(to) {
+                    let from = reach[rng.below(reach.len())];
+                    link(&mut heap, &mut model, from, to);
+                    added += 1;
+                }
+            }
+            // Create now and then: black during the cycle, kept outside.
+            if slices % 5 == 0 && added < 40 {
+                let o = create(&mut heap, &mut model);
+                outside.push(o);
+                added += 1;
+            }
+        }
+        model.kids.retain(|o, _| heap.contains(*o));
+    }
+
+    // No more mutation: two more cycles of the kind free what the model
+    // cannot reach (the old part, for minor cycles, with a major one).
+    for _ in 0..2 {
+        while step(&mut heap, kind, n).completed.is_none() {}
+    }
+    if kind == CycleKind::Minor {
+        heap.collect().unwrap();
+    }
+    let reach = model.reachable();
+    assert_reachable_alive(&heap, &model, &ctx);
+    assert_eq!(
+        heap.len(),
+        reach.len(),
+        "{ctx}: unreachable objects survive"
+    );
+    assert_eq!(heap.gc_phase(), Phase::Idle);
+}
+
+#[test]
+fn nothing_reachable_is_freed_and_every_cycle_ends_under_a_writing_mutator() {
+    let mut seed = 7;
+    for kind in [CycleKind::Major, CycleKind::Minor] {
+        for threads in [1, 2, 4] {
+            for n in [None, Some(1), Some(3), Some(40), Some(500)] {
+                seed += 1;
+                model_run(kind, threads, n, seed);
+            }
+        }
+    }
+}
+
+/// Objects in the large-heap tests (`BUDGET_TEST_OBJECTS` to scale up).
+fn large() -> usize {
+    std::env::var("BUDGET_TEST_OBJECTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200_000)
+}
+
+/// Runs cycles of `kind` in slices of `n` units until `cycles` complete,
+/// moving every object in `movers` through the data door between slices.
+/// Returns the largest slice's work and the phases seen.
+fn largest_slice(
+    heap: &mut Heap,
+    kind: CycleKind,
+    n: usize,
+    movers: &[Obj<Node>],
+) -> (usize, BTreeSet<String>) {
+    let mut largest = 0;
+    let mut phases = BTreeSet::new();
+    loop {
+        let t = step(heap, kind, Some(n));
+        largest = largest.max(t.work);
+        phases.insert(format!("{:?}", t.began_in));
+        for &m in movers {
+            if let Some(d) = heap.data_mut(m) {
+                d.pos[0] += 1.0;
+            }
+        }
+        if t.completed.is_some() {
+            return (largest, phases);
+        }
+    }
+}
+
+#[test]
+fn every_phase_of_a_large_heap_stays_within_the_work_budget() {
+    let objects = large();
+    let n = 2_000;
+    let limit = 2 * n + 64;
+    let mut heap = heap(1);
+    let hub = heap.spawn(Node::default()).root().create().unwrap();
+    let mut all = Vec::with_capacity(objects);
+    for i in 0..objects {
+        let kids = match i {
+            0 => Vec::new(),
+            _ => (0..4).map(|k| all[(i * 7 + k * 131) % i]).collect(),
+        };
+        all.push(heap.create(Node {
+            kids,
+            ..Node::default()
+        }));
+    }
+    // One object holds a handle to every other (and half of them are
+    // garbage: only every other one is also reachable from the hub).
+    heap[hub].kids = all.iter().copied().step_by(2).collect();
+    let big = heap.create(Node {
+        kids: all.clone(),
+        ..Node::default()
+    });
+    heap[hub].kids.push(big);
+
+    // A share of the objects move between slices (all of them would make
+    // the test slow in a debug build; the next test moves every one).
+    let movers: Vec<_> = all.iter().copied().step_by(64).collect();
+    let (work, phases) = largest_slice(&mut heap, CycleKind::Major, n, &movers);
+    assert!(
+        work <= limit,
+        "major: a slice did {work} units (limit {limit})"
+    );
+    assert!(
+        phases.contains("Mark") && phases.contains("Purge"),
+        "{phases:?}"
+    );
+
+    // A minor cycle over as many young objects, half of them kept by an
+    // old one, and a remembered set of every old object changed (through
+    // `get_mut`) since the last cycle.
+    let young: Vec<_> = (0..objects / 2)
+        .map(|_| heap.create(Node::default()))
+        .collect();
+    heap[hub].kids.extend(young.iter().copied().step_by(2));
+    let old: Vec<_> = heap.iter_of::<Node>().map(|(h, _)| h).collect();
+    for &o in &old {
+        heap.get_mut(o).unwrap().id += 1;
+    }
+    let (work, _) = largest_slice(&mut heap, CycleKind::Minor, n, &movers);
+    assert!(
+        work <= limit,
+        "minor: a slice did {work} units (limit {limit})"
+    );
+    let last = heap.last_collection().unwrap();
+    assert_eq!(last.kind, CycleKind::Minor);
+    assert!(last.remembered >= old.len() / 2, "{last:?}");
+    assert_eq!(last.freed, young.len() / 2);
+}
+
+/// Moving objects through `get_mut` during marking costs a re-scan of each
+/// in the slice that ends marking; through the data door it costs nothing.
+#[test]
+fn the_data_door_adds_no_work_to_a_cycle() {
+    let objects = large() / 4;
+    let run = |door: bool| {
+        let mut heap = heap(1);
+        let hub = heap.spawn(Node::default()).root().create().unwrap();
+        let all: Vec<_> = (0..objects).map(|_| heap.create(Node::default())).collect();
+        heap[hub].kids = all.clone();
+        heap.collect().unwrap();
+        let mut largest = 0;
+        let mut total = 0;
+        loop {
+            let t = heap.step(500);
+            largest = largest.max(t.work);
+            total += t.work;
+            if t.completed.is_some() {
+                break;
+            }
+            for &a in &all {
+                if door {
+                    heap.data_mut(a).unwrap().pos[0] += 1.0;
+                } else {
+                    heap.get_mut(a).unwrap().pos[0] += 1.0;
+                }
+            }
+        }
+        assert!(all.iter().all(|&a| heap.contains(a)));
+        (largest, total)
+    };
+    let (door_largest, door_total) = run(true);
+    let (mut_largest, mut_total) = run(false);
+    assert!(door_largest <= 2 * 500 + 64, "{door_largest}");
+    // Through `get_mut`, every object moved since the previous slice is
+    // re-scanned by the slice that ends marking.
+    assert!(mut_largest >= objects, "{mut_largest} < {objects}");
+    assert!(
+        mut_total >= door_total + objects,
+        "{mut_total} vs {door_total}"
+    );
+}
+
+/// A tick says what it did (issue 23, item 14): a slice that only
+/// re-scanned reports that work, and a tick that ran a whole cycle says it
+/// began in marking and ended in the purge, not only that the collector is
+/// idle after it.
+#[test]
+fn a_tick_reports_its_work_and_the_phases_it_ran() {
+    let mut heap = heap(1);
+    let hub = heap.spawn(Node::default()).root().create().unwrap();
+    let all: Vec<_> = (0..5_000).map(|_| heap.create(Node::default())).collect();
+    heap[hub].kids = all.clone();
+    heap.collect().unwrap();
+    // Every object is old and changed: a minor cycle re-scans them all,
+    // and marks nothing new.
+    for &o in &all {
+        heap.get_mut(o).unwrap().id += 1;
+    }
+    let t = heap.step_minor(1_000);
+    assert!(t.started.is_some() && t.completed.is_none(), "{t:?}");
+    assert_eq!((t.began_in, t.ended_in), (Phase::Mark, Phase::Mark));
+    assert!(t.work >= 1_000 && t.work <= 1_100, "{t:?}");
+    while heap.step_minor(1_000).completed.is_none() {}
+
+    // A stop-the-world tick runs a whole cycle.
+    heap.gc_config_mut().every_frame = true;
+    let t = heap.tick(std::time::Duration::from_millis(16));
+    assert!(t.completed.is_some());
+    assert_eq!(t.phase, Phase::Idle, "idle after it");
+    assert_eq!((t.began_in, t.ended_in), (Phase::Mark, Phase::Purge));
+    assert!(t.work > all.len(), "{t:?}");
+    // A tick with nothing to do did nothing.
+    heap.gc_config_mut().every_frame = false;
+    let t = heap.tick(std::time::Duration::from_millis(16));
+    assert_eq!(
+        (t.began_in, t.ended_in, t.work),
+        (Phase::Idle, Phase::Idle, 0)
+    );
+}
