@@ -98,6 +98,13 @@ impl Collector {
                 k += 1;
                 let item = chunks.at(i);
                 let f = item.clear(flags::REGREY);
+                // A write before its re-scan does not list it again, and may
+                // have stored a handle to an object created during the cycle
+                // (which stays young): kept for the next remembered set, if
+                // the cycle has created any object so far.
+                if !cycle.born.is_empty() {
+                    note_written(&mut self.written_seen, &mut cycle.written, i);
+                }
                 if f & flags::UNREACHABLE == 0
                     && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
                 {
@@ -183,6 +190,9 @@ impl Collector {
             while let Some(i) = self.regrey.pop() {
                 let item = chunks.at(i);
                 let f = item.clear(flags::REGREY);
+                if self.config.generational {
+                    note_written(&mut self.written_seen, &mut cycle.written, i);
+                }
                 if f & flags::UNREACHABLE == 0
                     && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
                 {
@@ -275,5 +285,20 @@ fn look_at_young(
                 marker.visit(h);
             }
         }
+    }
+}
+
+/// Lists slot `i` in a cycle's `written` objects, once (`seen`: one bit per
+/// slot): they join the remembered set when the cycle completes, since any
+/// of them may now hold a handle to an object the cycle created (which stays
+/// young).
+fn note_written(seen: &mut Vec<u64>, written: &mut Vec<u32>, i: u32) {
+    let (w, bit) = ((i >> 6) as usize, 1u64 << (i & 63));
+    if w >= seen.len() {
+        seen.resize(w + 1, 0);
+    }
+    if seen[w] & bit == 0 {
+        seen[w] |= bit;
+        written.push(i);
     }
 }

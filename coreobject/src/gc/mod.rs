@@ -362,8 +362,15 @@ struct Cycle {
     /// Minor or major.
     kind: CycleKind,
     /// How many of `born` marking scanned (all those created before it
-    /// ended): they are old after the cycle; the rest are young.
+    /// ended). Every object in `born` is young after the cycle.
     scanned_born: usize,
+    /// Generational: the objects the program changed while the cycle marked
+    /// (the re-scan list as marking worked it off), once each (see
+    /// `Collector::written_seen`). The only old objects that may hold a
+    /// handle to an object created during the cycle, so they join the
+    /// remembered set when it completes, and what the cycle created stays
+    /// young.
+    written: Vec<u32>,
     /// Minor cycles: the slots the sweep and the free steps visit (the young
     /// objects, old ones marked as garbage; the free step adds the pending
     /// objects finished this cycle). Major cycles walk the bitmap instead.
@@ -407,6 +414,9 @@ pub(crate) struct Collector {
     regrey: Vec<u32>,
     /// Objects whose garbage mark was cleared during marking (from `&Heap`).
     greyed: Mutex<Vec<AnyObj>>,
+    /// One bit per slot: the slots in the cycle's `written` list (all clear
+    /// between cycles; set and cleared a slot at a time).
+    written_seen: Vec<u64>,
     /// Objects that held handles may name again, noted outside marking (with
     /// `gen`): a cleared garbage mark, a restore. The next minor cycle
     /// starts from them; a major one forgets them.
@@ -456,6 +466,7 @@ impl Collector {
             regrey: Vec::new(),
             greyed: Mutex::new(Vec::new()),
             revived: Mutex::new(Vec::new()),
+            written_seen: Vec::new(),
             pending: Vec::new(),
             deleted: Vec::new(),
             epoch: std::time::Instant::now(),
@@ -691,6 +702,7 @@ impl Collector {
             outer_keeps_inners: self.config.outer_keeps_inners,
             kind,
             scanned_born: 0,
+            written: Vec::new(),
             list,
             remembered: std::mem::take(&mut self.regrey),
             old_clusters: HashMap::default(),
@@ -805,6 +817,9 @@ impl Collector {
         for &i in &cycle.born {
             array.at(i).clear(flags::BORN);
         }
+        for &i in &cycle.written {
+            self.written_seen[(i >> 6) as usize] &= !(1 << (i & 63));
+        }
         array.watch(false);
         array.take_touched(&mut self.regrey);
         for i in std::mem::take(&mut self.regrey) {
@@ -858,26 +873,40 @@ impl Collector {
         // the next one), and both barriers keep the remembered set.
         self.gen = self.config.generational;
         if self.gen {
-            // Objects created while marking ran were scanned by it: they are
-            // old now (those above the cycle's high water had no mark bit).
-            // Those created during the purge were not: they stay young, and
-            // every old object changed since marking ended is remembered.
+            // Objects created during the cycle stay young (no mark bit), so
+            // a short-lived one goes with the next minor cycle instead of
+            // waiting for a major one. The old objects that may reference
+            // them are those changed since the cycle started: those changed
+            // while it marked (`written`) join the remembered set here, and
+            // those changed since marking ended are in it already.
             self.bits
                 .resize((array.high_water() as usize).div_ceil(64), 0);
-            let (scanned, young) = cycle
-                .born
-                .split_at(cycle.scanned_born.min(cycle.born.len()));
-            for &i in scanned {
-                self.bits[(i >> 6) as usize] |= 1 << (i & 63);
+            for &i in &cycle.written {
+                self.written_seen[(i >> 6) as usize] &= !(1 << (i & 63));
+                let old = self
+                    .bits
+                    .get((i >> 6) as usize)
+                    .is_some_and(|w| w & (1 << (i & 63)) != 0);
+                let item = array.at(i);
+                if old
+                    && item.object().is_some()
+                    && item.flags() & flags::UNREACHABLE == 0
+                    && item.set(flags::REGREY) & flags::REGREY == 0
+                {
+                    self.regrey.push(i);
+                }
             }
             // The young list's buffer is the cycle's sweep list's, kept:
             // freeing it here would make the allocator consolidate the
             // chunks the purge just freed, inside the pause.
             let mut list = std::mem::take(&mut cycle.list);
             list.clear();
-            list.extend_from_slice(young);
+            list.extend_from_slice(&cycle.born);
             self.young = list;
         } else {
+            for &i in &cycle.written {
+                self.written_seen[(i >> 6) as usize] &= !(1 << (i & 63));
+            }
             array.stop_recording();
             self.young.clear();
             self.garbage.get_mut().clear();
