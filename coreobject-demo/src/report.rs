@@ -49,7 +49,7 @@ pub struct ClusterSummary {
     pub clusters: usize,
     /// Their members.
     pub members: usize,
-    /// References from members to objects outside their cluster.
+    /// Distinct objects outside their cluster that members reference.
     pub external_refs: usize,
     /// The largest cluster's members.
     pub largest: usize,
@@ -595,8 +595,8 @@ impl RunReport {
             "GC clusters",
             match self.settings.clusters {
                 Clusters::On => format!(
-                    "on: {} clusters, {} members (largest {}), {} external references at the \
-                     end; {} made during the run ({} waits for a cycle in flight); collecting \
+                    "on: {} clusters, {} members (largest {}), {} objects referenced from outside \
+                     at the end; {} made during the run ({} waits for a cycle in flight); collecting \
                      {:.3} s in all",
                     thousands(cl.clusters as u64),
                     thousands(cl.members as u64),

@@ -30,7 +30,7 @@ use crate::handle::AnyObj;
 /// let mut heap = Heap::new();
 /// let level = heap.spawn(Level::default()).root().create().unwrap();
 /// for _ in 0..3 {
-///     let p = heap.create(Prop);
+///     let p = heap.spawn(Prop).outer(level).create().unwrap();
 ///     heap[level].props.push(p);
 /// }
 /// let cluster = heap.create_cluster(level).unwrap();
@@ -201,8 +201,12 @@ pub struct ClusterInfo {
     pub root_name: String,
     /// Members alive, the root included.
     pub members: usize,
-    /// References from members to objects outside the cluster.
+    /// Distinct objects outside the cluster that members reference (2,000
+    /// props that all point at the same 6 assets: 6).
     pub external_refs: usize,
+    /// References from members to objects outside the cluster, each counted
+    /// (the props above: 2,000).
+    pub external_ref_count: usize,
     /// Other clusters those references reach.
     pub referenced_clusters: Vec<ClusterId>,
 }
@@ -215,7 +219,7 @@ pub struct ClusterReport {
     pub clusters: Vec<ClusterInfo>,
     /// Members of all clusters.
     pub total_members: usize,
-    /// External references of all clusters.
+    /// Distinct objects referenced from outside, summed over the clusters.
     pub total_external_refs: usize,
 }
 
@@ -223,7 +227,7 @@ impl fmt::Display for ClusterReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{} clusters, {} members, {} external references",
+            "{} clusters, {} members, {} objects referenced from outside",
             self.clusters.len(),
             self.total_members,
             self.total_external_refs
@@ -231,10 +235,11 @@ impl fmt::Display for ClusterReport {
         for c in &self.clusters {
             writeln!(
                 f,
-                "  {} ({}): {} members, {} external references, {} referenced clusters",
+                "  {} ({}): {} members, {} external references ({} objects), {} referenced clusters",
                 c.id,
                 c.root_name,
                 c.members,
+                c.external_ref_count,
                 c.external_refs,
                 c.referenced_clusters.len()
             )?;

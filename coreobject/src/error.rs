@@ -65,8 +65,10 @@ pub enum PoolError {
     /// Slots outside the pool were used before it was opened.
     #[error("slots outside the pool have been used; open the pool before creating other objects")]
     SlotsUsed,
-    /// Every pool slot is taken.
-    #[error("the pool is full")]
+    /// Every pool slot is taken: refused when the pool is opened, and when
+    /// an object is created while it is open (the object would not be
+    /// permanent).
+    #[error("the pool is full (HeapConfig::disregard_pool_size); close it before creating more objects, or make it larger")]
     Full,
     /// `create_at` while the pool is open would interleave pool and ordinary slots.
     #[error("create_at is refused while the pool is open: permanent and ordinary objects never interleave")]
@@ -149,6 +151,31 @@ pub enum Error {
     /// `create_at` named an index in use (or retired, or in the pool).
     #[error("index {0} is taken")]
     IndexTaken(u32),
+    /// `create_at` (or a restore) named the slot of an object the collector
+    /// found unreachable and is freeing: the slot is free once the cycle's
+    /// purge has freed it (keep calling `tick`, or call `collect`), and, for
+    /// a class with destruction hooks, once its `is_ready_for_finish_destroy`
+    /// says yes.
+    #[error(
+        "index {0} still holds an object the collector is freeing; it is free once the purge \
+         frees it (keep calling `tick`, or call `collect`)"
+    )]
+    SlotBeingFreed(u32),
+    /// [`Heap::rename`](crate::Heap::rename) was asked to give an outer to
+    /// an object created without one: such an object has no room for an
+    /// outer. Create it with [`Spawn::outer`](crate::Spawn::outer) if it is
+    /// to move between outers.
+    #[error("{0:?} was created without an outer, so it cannot be moved under one")]
+    NoOuterSlot(AnyObj),
+    /// [`Heap::rename`](crate::Heap::rename) was asked to move an object
+    /// under itself or one of its own inners.
+    #[error("{object:?} cannot be moved under {outer:?}: that is the object itself or inside it")]
+    OuterCycle {
+        /// The object to move.
+        object: AnyObj,
+        /// The outer asked for.
+        outer: AnyObj,
+    },
     /// `create_at` named an index at or past the cap.
     #[error("index {index} is past the object cap of {cap}")]
     IndexPastCap {
@@ -183,9 +210,10 @@ pub enum Error {
     /// A name may not be empty or contain `.`.
     #[error("invalid object name {0:?}: names are non-empty and contain no '.'")]
     InvalidName(String),
-    /// Objects in the disregard-for-GC pool, and class default objects,
-    /// cannot be marked as garbage.
-    #[error("{0:?} is permanent (in the disregard-for-GC pool, or a class default object) and cannot be marked as garbage")]
+    /// The object is permanent: objects in the disregard-for-GC pool and
+    /// class default objects cannot be marked as garbage, and a class
+    /// default object can neither leave the root set nor be renamed.
+    #[error("{0:?} is permanent (a class default object, or in the disregard-for-GC pool): it cannot be marked as garbage, and a class default object can neither leave the root set nor be renamed")]
     Permanent(AnyObj),
     /// The disregard-for-GC pool cannot do that now.
     #[error("disregard-for-GC pool: {0}")]
@@ -221,12 +249,16 @@ impl fmt::Display for CapReport {
             "object cap of {} reached (raise HeapConfig::max_objects); objects by class:",
             self.cap
         )?;
+        let mut sep = " ";
         for (name, n) in self.by_class.iter().take(10) {
-            write!(f, " {name} {n},")?;
+            write!(f, "{sep}{name} {n}")?;
+            sep = ", ";
         }
-        if self.by_class.len() > 10 {
-            write!(f, " and {} more classes", self.by_class.len() - 10)?;
+        match self.by_class.len() {
+            0 => f.write_str(" none"),
+            11 => f.write_str(" and 1 more class"),
+            more @ 12.. => write!(f, " and {} more classes", more - 10),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }

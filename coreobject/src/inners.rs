@@ -48,6 +48,16 @@ impl Inners {
         self.by_outer.is_empty()
     }
 
+    /// Takes `inner` off `outer`'s list: it moved to another outer
+    /// ([`Heap::rename`](crate::Heap::rename)). O(inners of `outer`).
+    pub(crate) fn remove(&mut self, outer: AnyObj, inner: AnyObj) {
+        if let Some(e) = self.by_outer.get_mut(&outer.to_bits()) {
+            if let Some(k) = e.inners.iter().position(|&h| h == inner) {
+                e.inners.remove(k);
+            }
+        }
+    }
+
     /// Records that `inner` was created with `outer`, a live object.
     pub(crate) fn insert(&mut self, outer: AnyObj, inner: AnyObj) {
         self.by_outer

@@ -87,9 +87,13 @@
 //! assert!(heap[squad].members.iter().all(|&m| heap[m].hp == 90));
 //! ```
 //!
+//! To change two or more objects at once, [`Heap::get_disjoint_mut`]
+//! borrows them together (`let [a, b] = heap.get_disjoint_mut([x, y])?`).
+//!
 //! `get_mut` is also the incremental collector's write barrier (see
-//! [Incremental collection](#incremental-collection-and-heaptick)), so it is
-//! the one way to change an object.
+//! [Incremental collection](#incremental-collection-and-heaptick)), so it
+//! (with `get_disjoint_mut`, which passes each object through the same
+//! barrier) is the one way to change an object.
 //!
 //! ## Names, outers and `spawn`
 //!
@@ -211,8 +215,10 @@
 //! objects (see [`gc`]'s chapter); [`GcConfig::young_threshold`] lets
 //! [`Heap::tick`] run minor cycles on its own. **GC clusters** (Unreal's
 //! `FUObjectCluster`, made at run time): [`Heap::create_cluster`] groups an
-//! object and what it reaches, and the collector keeps or frees the group as
-//! one unit; [`Heap::cluster_report`] lists them, [`Heap::verify_clusters`]
+//! object and what it reaches inside it (objects whose outer chain reaches
+//! it; everything else it references stays outside, kept alive as an
+//! external reference), and the collector keeps or frees the group as one
+//! unit; [`Heap::cluster_report`] lists them, [`Heap::verify_clusters`]
 //! checks their bookkeeping, and [`Heap::neighbourhood_dot`] draws the
 //! references around an object for Graphviz.
 //!
@@ -225,7 +231,7 @@
 //! let mut heap = Heap::new();
 //! let level = heap.spawn(Level::default()).root().create().unwrap();
 //! for _ in 0..10 {
-//!     let p = heap.create(Prop);
+//!     let p = heap.spawn(Prop).outer(level).create().unwrap(); // inside the level
 //!     heap[level].props.push(p);
 //! }
 //! let cluster = heap.create_cluster(level).unwrap();
@@ -484,7 +490,8 @@
 //! | `CollectGarbage` | [`Heap::collect`] |
 //! | `gc.IncrementalReachabilityTimeLimit`, `gc.IncrementalGCTimePerFrame` | [`GcConfig::incremental`] with [`Heap::tick`] |
 //! | a new collection due while one is pending (full purge) | [`GcConfig::incremental_debt`]; before it, pacing: [`GcConfig::incremental_stretch`] |
-//! | `AllocateUObjectIndex` with a `SerialNumber` (undo, replication) | [`Heap::create_at_with_serial`] |
+//! | `AllocateUObjectIndex` with a `SerialNumber` (undo, replication) | [`Heap::create_at_with_serial`], with a name and an outer: [`Heap::spawn_at`] |
+//! | `UObject::Rename` | [`Heap::rename`] |
 //! | `IsIncrementalPurgePending`, `IsGarbageCollecting` | [`Heap::gc_phase`] |
 //! | `gc.TimeBetweenPurgingPendingKillObjects` | [`GcConfig::interval`] with [`Heap::tick`] |
 //! | `DisallowGC` (as an on/off switch) | [`Heap::set_enabled`] |
@@ -499,7 +506,7 @@
 //! | `gc.ListClusters` | [`Heap::cluster_report`] |
 //! | `FName` | [`Name`] (interned base + number: [`Heap::intern`], [`Name::with_number`], [`Heap::name`]) |
 //! | `MakeUniqueObjectName` (its fast path) | [`Spawn::unique_name`] |
-//! | `FindObject`, `StaticFindObject` | [`Heap::find`], [`Heap::find_path`] |
+//! | `FindObject`, `StaticFindObject` | [`Heap::find`], [`Heap::find_path`]; typed: [`Heap::find_of`], [`Heap::find_path_of`] |
 //! | `GetPathName` | [`Heap::path_name`] |
 //! | `obj refs` | [`Heap::reference_chains`] |
 //! | `memreport` | [`Heap::memory_report`] |
@@ -547,7 +554,7 @@ pub use error::{CapReport, ConfigError, Error, PoolError, ResolveError, SerialRe
 pub use gc::debug::{ClassMemory, MemoryReport, PageClassMemory, RefChain, RefLink, RootKind};
 pub use gc::{CollectStats, CycleKind, GcTotals, Phase, PreCollect, Tick, Trigger};
 pub use handle::{AnyObj, Handle, Obj, Weak};
-pub use heap::{Heap, ObjectFlags, Spawn, TableStats};
+pub use heap::{Heap, ObjectFlags, Rename, Spawn, SpawnAt, TableStats};
 pub use lifecycle::{DestroyCx, Lifecycle};
 pub use listener::{CreateListener, DeleteListener, HookId, ObjectEvent};
 pub use names::{IntoName, Name};

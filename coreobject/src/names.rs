@@ -43,10 +43,12 @@
 //!
 //! Each base counts the objects named with it. When the count falls to zero
 //! the base is forgotten: its string is freed and its id goes to a free list
-//! for the next new string, with the entry's generation bumped so that a
-//! [`Name`] still holding the old id is refused (never read as the new
-//! string). Bases interned with [`Heap::intern`](crate::Heap::intern) are
-//! kept for the heap's life, like every Unreal `FName`: intern the few bases
+//! for the next new string, under a new stamp. Every entry takes a stamp
+//! that no other entry of any heap in the process ever takes, and a
+//! [`Name`] carries its entry's stamp: so a `Name` still holding the old id,
+//! or one made by another heap, is refused (never read as another string).
+//! Bases interned with [`Heap::intern`](crate::Heap::intern) are kept for
+//! the heap's life, like every Unreal `FName`: intern the few bases
 //! a program reuses, and name one-off objects with strings. So a program
 //! that names objects with ever-new strings keeps only the strings of its
 //! live objects.
@@ -59,7 +61,11 @@
 //! program's way too). A program that names an object itself with a number
 //! in that range moves the counter past it, so a generated name is unique
 //! by construction: creating the object needs no probe of the index, whose
-//! line is the one cache miss of a named creation. Such records wait, at
+//! line is the one cache miss of a named creation. Once a base's counter
+//! runs past the largest number, its generated names are searched for
+//! instead, from a cursor kept in the base's entry, so each search resumes
+//! where the last one stopped (amortized O(1) a name, never a scan from the
+//! start of the range). Records with counted names wait, at
 //! most [`PENDING`] of them, and enter the index together, their lines
 //! loaded at once; a lookup of a number in that range also reads the
 //! waiting records, and a free (or any probe for such a number) puts them
@@ -79,7 +85,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rustc_hash::FxBuildHasher;
@@ -93,7 +99,7 @@ type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 
 /// An object name as integers (Unreal's `FName`): an interned base string
 /// and an optional number, so `Actor_123` is the base `Actor` with the
-/// number 123. `Copy`, 12 bytes; comparing two names compares integers.
+/// number 123. `Copy`, 16 bytes; comparing two names compares integers.
 ///
 /// Make one with [`Heap::intern`](crate::Heap::intern), once per base, then
 /// give objects numbered names with [`with_number`](Name::with_number): that
@@ -108,9 +114,9 @@ type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 /// the whole string is the base. So `Actor_0` has the number 0, while
 /// `Actor_01`, `Actor_` and `_7` have none.
 ///
-/// A `Name` belongs to the heap that made it. One whose base the heap has
-/// forgotten (no object uses it and it was not interned with
-/// [`Heap::intern`](crate::Heap::intern)) is refused with
+/// A `Name` belongs to the heap that made it. One from another heap, and
+/// one whose base the heap has forgotten (no object uses it and it was not
+/// interned with [`Heap::intern`](crate::Heap::intern)), is refused with
 /// [`Error::StaleName`]; it never reads as another string.
 ///
 /// ```
@@ -131,10 +137,11 @@ type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 pub struct Name {
     /// The base's id in the heap's table.
     base: u32,
-    /// The generation of that table entry when this name was made.
-    generation: u32,
     /// 0 for no number, else the number + 1.
     number: u32,
+    /// The stamp of that table entry when this name was made: unique to
+    /// the entry's use for that string, among every heap of the process.
+    stamp: u64,
 }
 
 impl Name {
@@ -181,7 +188,7 @@ impl Name {
 
 impl fmt::Debug for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Name(#{}v{}", self.base, self.generation)?;
+        write!(f, "Name(#{}s{}", self.base, self.stamp)?;
         if let Some(n) = self.number() {
             write!(f, "_{n}")?;
         }
@@ -305,14 +312,25 @@ pub(crate) fn split(s: &str) -> (&str, u32) {
     }
 }
 
+/// The next entry stamp ([`Entry::stamp`]): shared by every heap of the
+/// process, so no two entries, of one heap or of two, ever hold the same
+/// stamp (a 64-bit counter does not run out).
+static NEXT_STAMP: AtomicU64 = AtomicU64::new(1);
+
+/// A stamp no entry has held.
+fn new_stamp() -> u64 {
+    NEXT_STAMP.fetch_add(1, Ordering::Relaxed)
+}
+
 /// One string of the table.
 struct Entry {
     /// `None` while the entry is free.
     text: Option<Arc<str>>,
     /// Objects named with this base.
     uses: u32,
-    /// Bumped each time the entry is freed; a [`Name`] must match it.
-    generation: u32,
+    /// Taken anew (from [`NEXT_STAMP`]) each time the entry is given a
+    /// string; a [`Name`] must match it.
+    stamp: u64,
     /// Interned by the user: kept for the heap's life.
     pinned: bool,
     /// Whether a user may name an object with the base alone, and with the
@@ -321,9 +339,12 @@ struct Entry {
     numbered_ok: bool,
     /// The next generated number ([`Names::claim_unique`]), stored as the
     /// number plus one: from [`UNIQUE_FIRST`] up, and past every number in
-    /// that range that an object was given by name; `0` once the range is
-    /// used up.
+    /// that range that an object was given by name. Once the range is used
+    /// up, the number the search for a free one tries first.
     next_unique: u32,
+    /// The counter ran past [`Name::MAX_NUMBER`]: generated names are
+    /// searched for, from `next_unique` on.
+    used_up: bool,
 }
 
 /// The interned strings.
@@ -343,7 +364,7 @@ impl Table {
     /// The live entry `name` refers to.
     fn entry(&self, name: Name) -> Option<&Entry> {
         let e = self.entries.get(name.base as usize)?;
-        (e.text.is_some() && e.generation == name.generation).then_some(e)
+        (e.text.is_some() && e.stamp == name.stamp).then_some(e)
     }
 
     /// The id of `text`, adding it (with no uses) if it is new.
@@ -352,24 +373,24 @@ impl Table {
             return id;
         }
         let arc: Arc<str> = Arc::from(text);
-        let entry = |generation| Entry {
+        let entry = Entry {
             text: Some(arc.clone()),
             uses: 0,
-            generation,
+            stamp: new_stamp(),
             pinned: false,
             plain_ok: Names::check(text).is_ok(),
             numbered_ok: Names::check(&format!("{text}_0")).is_ok(),
             next_unique: UNIQUE_FIRST,
+            used_up: false,
         };
         let id = match self.free.pop() {
             Some(id) => {
-                let e = &mut self.entries[id as usize];
-                *e = entry(e.generation);
+                self.entries[id as usize] = entry;
                 id
             }
             None => {
                 let id = u32::try_from(self.entries.len()).expect("fewer than 2^32 names");
-                self.entries.push(entry(0));
+                self.entries.push(entry);
                 id
             }
         };
@@ -380,8 +401,8 @@ impl Table {
     fn name(&self, id: u32, number: u32) -> Name {
         Name {
             base: id,
-            generation: self.entries[id as usize].generation,
             number,
+            stamp: self.entries[id as usize].stamp,
         }
     }
 
@@ -399,12 +420,8 @@ impl Table {
         let e = &mut self.entries[id as usize];
         let text = e.text.take().expect("forgetting a live entry");
         self.by_text.remove(&*text);
-        // An entry whose generation would wrap is retired, so that no old
-        // `Name` can ever match a reuse of it.
-        if let Some(g) = e.generation.checked_add(1) {
-            e.generation = g;
-            self.free.push(id);
-        }
+        // Its next string takes a new stamp, so no old `Name` matches it.
+        self.free.push(id);
     }
 
     fn text(&self, id: u32) -> &Arc<str> {
@@ -808,6 +825,9 @@ pub(crate) struct Names {
     /// Records with generated names not in the index yet: live records
     /// only (a free puts them in first), at most [`PENDING`].
     pending: Vec<u32>,
+    /// Numbers tried by the searches for generated names of used-up bases.
+    #[cfg(test)]
+    searched: u64,
 }
 
 /// The prefix of class default objects' names (Unreal's `Default__`),
@@ -935,9 +955,12 @@ impl Names {
     /// and [`claim`](Self::claim) moves it past any number in that range a
     /// program names an object with. So nothing is probed: the record waits
     /// among the [`PENDING`] ones and enters the index with them in one
-    /// batch. Once a base's 2^31 numbers are used up, its names are taken
-    /// as Unreal's `MakeUniqueObjectName` does: numbers tried in turn until
-    /// a free one, each with a probe.
+    /// batch. Once a base's counter has run past the largest number, its
+    /// names are taken as Unreal's `MakeUniqueObjectName` does: numbers of
+    /// the range tried in turn until a free one, each with a probe, from
+    /// where the base's last search stopped (a cursor in its entry), so
+    /// the tries of a search skip only numbers taken since the cursor last
+    /// passed them.
     pub(crate) fn claim_unique(
         &mut self,
         outer: Option<AnyObj>,
@@ -958,30 +981,38 @@ impl Names {
             return Err(Error::InvalidName(text));
         }
         let e = &mut self.table.entries[base as usize];
-        if e.next_unique != 0 {
+        if !e.used_up {
             let number = e.next_unique;
-            e.next_unique = number.checked_add(1).unwrap_or(0);
+            match number.checked_add(1) {
+                Some(next) => e.next_unique = next,
+                // Every number of the range was given once: the search
+                // starts again from the first.
+                None => (e.next_unique, e.used_up) = (UNIQUE_FIRST, true),
+            }
             e.uses += 1;
             let mut key = Key::new(outer, base, number);
             key.at = Key::PENDING;
             return Ok(key);
         }
-        // Used up: try the range's numbers in turn, from one picked by a
-        // hash of the outer (so tries under different outers spread).
+        // Used up: try the range's numbers in turn from the cursor, which
+        // moves past each number tried.
+        let mut number = e.next_unique;
         self.flush();
-        let span = u32::MAX - UNIQUE_FIRST + 1;
-        let outer_bits = outer.map_or(0, AnyObj::to_bits);
-        let mut number = UNIQUE_FIRST + (hash(outer_bits, base, 0) as u32 % span);
         loop {
-            let key = Key::new(outer, base, number);
-            if self.lookup(&key).is_none() {
-                return self.claim(outer, &NameArg::Name(self.table.name(base, number)));
-            }
-            number = if number == u32::MAX {
+            let next = if number == u32::MAX {
                 UNIQUE_FIRST
             } else {
                 number + 1
             };
+            #[cfg(test)]
+            {
+                self.searched += 1;
+            }
+            if self.lookup(&Key::new(outer, base, number)).is_none() {
+                self.table.entries[base as usize].next_unique = next;
+                return self.claim(outer, &NameArg::Name(self.table.name(base, number)));
+            }
+            number = next;
         }
     }
 
@@ -995,12 +1026,18 @@ impl Names {
     }
 
     /// After a name in the generated range was taken by a program: its
-    /// base's counter moves past it, so it is never generated.
+    /// base's counter moves past it, so it is never generated. Past the
+    /// largest number, the counter is used up and stays where it was: the
+    /// numbers from there on were never generated, so the search for free
+    /// ones starts there.
     #[inline]
     fn pass_unique(&mut self, key: &Key) {
         let e = &mut self.table.entries[key.base as usize];
-        if key.number >= e.next_unique && e.next_unique != 0 {
-            e.next_unique = key.number.checked_add(1).unwrap_or(0);
+        if key.number >= e.next_unique && !e.used_up {
+            match key.number.checked_add(1) {
+                Some(next) => e.next_unique = next,
+                None => e.used_up = true,
+            }
         }
     }
 
@@ -1261,7 +1298,7 @@ mod tests {
         name(&mut n, obj(2), None, "Two");
         let new = n.name(2).unwrap();
         assert_eq!(new.base, old.base, "the id is reused");
-        assert_ne!(new, old, "with a new generation");
+        assert_ne!(new, old, "with a new stamp");
         assert_eq!(
             n.claim(None, &NameArg::Name(old)),
             Err(Error::StaleName(old))
@@ -1374,17 +1411,6 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_whose_generation_runs_out_is_retired() {
-        let mut n = Names::default();
-        name(&mut n, obj(1), None, "A");
-        n.table.entries[0].generation = u32::MAX;
-        n.remove(1);
-        assert!(n.table.free.is_empty());
-        name(&mut n, obj(2), None, "B");
-        assert_eq!(n.table.entries.len(), 2);
-    }
-
-    #[test]
     fn the_default_prefix_is_reserved() {
         assert!(Names::check("Hero").is_ok());
         assert!(Names::check("Default_Hero").is_ok());
@@ -1468,7 +1494,7 @@ mod tests {
         // The largest number moves the counter past the end of the range.
         name(&mut n, obj(1), None, &format!("Shell_{}", Name::MAX_NUMBER));
         let id = n.table.get("Shell").unwrap();
-        assert_eq!(n.table.entries[id as usize].next_unique, 0);
+        assert!(n.table.entries[id as usize].used_up);
         let mut seen = std::collections::HashSet::new();
         for i in 2..40 {
             let k = unique(&mut n, i, None, "Shell");
@@ -1481,5 +1507,70 @@ mod tests {
             let name = n.name_of(i).unwrap();
             assert_eq!(n.find(None, &name), Some(obj(i)));
         }
+    }
+
+    #[test]
+    fn a_used_up_range_is_searched_from_a_cursor() {
+        let mut n = Names::default();
+        // Five generated names, then the largest number: the range is used
+        // up where the counter stood.
+        for i in 1..=5 {
+            unique(&mut n, i, None, "Shell");
+        }
+        name(&mut n, obj(6), None, &format!("Shell_{}", Name::MAX_NUMBER));
+        let id = n.table.get("Shell").unwrap() as usize;
+        assert!(n.table.entries[id].used_up);
+        assert_eq!(n.table.entries[id].next_unique, UNIQUE_FIRST + 5);
+        // Many names, under two outers by turns: each search succeeds on
+        // its first try (a search from a fixed start tries i + 1 numbers
+        // for the i-th name: quadratic).
+        let count = 20_000u32;
+        for i in 0..count {
+            let outer = (i % 2 == 0).then_some(obj(0));
+            let k = unique(&mut n, 10 + i, outer, "Shell");
+            assert_eq!(k.number, UNIQUE_FIRST + 5 + i);
+        }
+        assert_eq!(n.searched, u64::from(count));
+        // At the end of the range the search wraps to its start, and skips
+        // the numbers held there under the same outer, once.
+        n.table.entries[id].next_unique = u32::MAX - 1;
+        n.searched = 0;
+        assert_eq!(unique(&mut n, 30_000, None, "Shell").number, u32::MAX - 1);
+        // Tried: the largest (obj 6), the five first ones, then a number
+        // held only under the other outer.
+        assert_eq!(
+            unique(&mut n, 30_001, None, "Shell").number,
+            UNIQUE_FIRST + 5
+        );
+        assert_eq!(n.searched, 1 + 7);
+        assert_eq!(
+            unique(&mut n, 30_002, None, "Shell").number,
+            UNIQUE_FIRST + 7
+        );
+        // Every name is still found, and only once.
+        for i in 0..count {
+            let outer = (i % 2 == 0).then_some(obj(0));
+            let name = n.name_of(10 + i).unwrap();
+            assert_eq!(n.find(outer, &name), Some(obj(10 + i)));
+        }
+    }
+
+    #[test]
+    fn a_counter_that_runs_out_by_itself_wraps_to_the_search() {
+        let mut n = Names::default();
+        let k = unique(&mut n, 1, None, "Tail");
+        let id = k.base as usize;
+        n.table.entries[id].next_unique = u32::MAX;
+        assert_eq!(unique(&mut n, 2, None, "Tail").number, u32::MAX);
+        assert!(n.table.entries[id].used_up);
+        assert_eq!(n.table.entries[id].next_unique, UNIQUE_FIRST);
+        // The first number is held (slot 1): the search takes the next.
+        assert_eq!(unique(&mut n, 3, None, "Tail").number, UNIQUE_FIRST + 1);
+        // A forgotten base starts again with a fresh counter.
+        for i in 1..=3 {
+            n.remove(i);
+        }
+        assert_eq!(unique(&mut n, 4, None, "Tail").number, UNIQUE_FIRST);
+        assert!(!n.table.entries[id].used_up);
     }
 }

@@ -57,6 +57,17 @@ impl Header {
         self.class.as_ptr() as usize & 1 != 0
     }
 
+    /// Replaces the outer of the object `p` heads, which has one.
+    ///
+    /// # Safety
+    /// `p` is a live header with an outer ([`has_outer`](Self::has_outer)),
+    /// with the provenance of its whole slot, and nothing reads or writes the
+    /// object meanwhile (the caller holds the array exclusively).
+    pub(crate) unsafe fn set_outer(p: NonNull<Header>, outer: AnyObj) {
+        // SAFETY: the tag says `alloc` reserved an AnyObj in the 8 bytes before the header, and no one else accesses it.
+        unsafe { p.as_ptr().cast::<AnyObj>().sub(1).write(outer) }
+    }
+
     /// The outer of the object `p` heads.
     ///
     /// # Safety

@@ -1,16 +1,19 @@
 //! GC clusters against a model: random graphs, clusters created, grown and
-//! dissolved, writes into members, garbage marks on members, roots taken and
+//! dissolved, writes into members, garbage marks set and cleared, objects
+//! created under outers, objects restored into their slots with their old
+//! serials (so that handles held anywhere resolve again), roots taken and
 //! dropped; whole, minor and sliced cycles on 1, 2 and 4 marking threads.
 //!
 //! Checked: cluster membership matches the model's (what `create_cluster`
-//! gathers is the model's breadth-first search); after every operation every
+//! gathers is the model's breadth-first search, through objects inside the
+//! root: their outer chain reaches it); after every operation every
 //! object the model reaches (from a root, through references and through
 //! cluster mates) resolves; after each whole collection exactly the objects
 //! the model cannot reach are freed; `verify_clusters()` finds nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use coreobject::{ClusterError, ClusterId, GcConfig, Heap, HeapConfig, Obj, Object};
+use coreobject::{ClusterError, ClusterId, Error, GcConfig, Heap, HeapConfig, Obj, Object};
 
 #[derive(Object, Default)]
 struct Node {
@@ -41,6 +44,7 @@ struct M {
     rooted: bool,
     garbage: bool,
     cluster: Option<u64>,
+    outer: Option<u64>,
 }
 
 struct Model {
@@ -48,6 +52,8 @@ struct Model {
     /// Cluster root id → member ids (the root first).
     clusters: BTreeMap<u64, Vec<u64>>,
     next: u64,
+    /// Freed objects, by id: their handles, for restores.
+    graves: BTreeMap<u64, Obj<Node>>,
 }
 
 impl Model {
@@ -69,6 +75,7 @@ impl Model {
                 continue;
             }
             stack.extend(m.kids.iter().copied());
+            stack.extend(m.outer);
             if let Some(c) = m.cluster {
                 stack.extend(self.clusters[&c].iter().copied());
             }
@@ -81,14 +88,32 @@ impl Model {
         !m.garbage && m.cluster.is_none() && (root || !m.rooted)
     }
 
-    /// What `create_cluster(root)` gathers.
+    /// Whether `id`'s outer chain reaches `root`.
+    fn inside(&self, id: u64, root: u64) -> bool {
+        let mut o = self.objs.get(&id).and_then(|(_, m)| m.outer);
+        while let Some(up) = o {
+            if up == root {
+                return true;
+            }
+            o = self.objs.get(&up).and_then(|(_, m)| m.outer);
+        }
+        false
+    }
+
+    /// What `create_cluster(root)` gathers: objects inside the root, reached
+    /// through members' fields and outers, breadth first.
     fn gather(&self, root: u64) -> Vec<u64> {
         let mut members = vec![root];
         let mut seen = BTreeSet::from([root]);
         let mut queue = std::collections::VecDeque::from([root]);
         while let Some(id) = queue.pop_front() {
-            for &k in &self.objs[&id].1.kids {
-                if self.objs.contains_key(&k) && seen.insert(k) && self.clusterable(k, false) {
+            let m = &self.objs[&id].1;
+            for &k in m.kids.iter().chain(&m.outer) {
+                if self.objs.contains_key(&k)
+                    && self.clusterable(k, false)
+                    && self.inside(k, root)
+                    && seen.insert(k)
+                {
                     members.push(k);
                     queue.push_back(k);
                 }
@@ -122,9 +147,11 @@ fn run(seed: u64, ops: usize, threads: usize) {
         objs: BTreeMap::new(),
         clusters: BTreeMap::new(),
         next: 0,
+        graves: BTreeMap::new(),
     };
     let mut in_cycle = false;
     let mut whole = 0;
+    let (mut restored, mut cleared) = (0, 0);
     for op in 0..ops {
         let ctx = format!("seed {seed}, threads {threads}, op {op}");
         let reach = m.reachable();
@@ -142,6 +169,23 @@ fn run(seed: u64, ops: usize, threads: usize) {
             );
             m.dissolve(root);
         }
+        // Objects freed by a cycle (minor or sliced) go to the graves.
+        let freed: Vec<u64> = m
+            .objs
+            .iter()
+            .filter(|(_, (h, _))| {
+                heap.get_even_if_garbage(*h).is_none() && heap.flags_of(*h).is_none()
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for id in freed {
+            assert!(!reach.contains(&id), "{ctx}: reachable {id} freed");
+            let (h, _) = m.objs.remove(&id).unwrap();
+            m.graves.insert(id, h);
+        }
+        for c in m.clusters.values_mut() {
+            c.retain(|id| m.objs.contains_key(id));
+        }
         let live: Vec<u64> = m
             .objs
             .iter()
@@ -151,15 +195,23 @@ fn run(seed: u64, ops: usize, threads: usize) {
         let reachable: Vec<u64> = reach.iter().copied().collect();
         let pick =
             |rng: &mut Rng, from: &[u64]| (!from.is_empty()).then(|| from[rng.below(from.len())]);
-        match rng.below(20) {
+        match rng.below(23) {
             0..=3 => {
                 let id = m.next;
                 m.next += 1;
-                let h = heap.create(Node {
+                let outer = pick(&mut rng, &live).filter(|_| rng.below(2) == 0);
+                let node = Node {
                     id,
                     kids: Vec::new(),
-                });
-                let mut mo = M::default();
+                };
+                let h = match outer {
+                    Some(o) => heap.spawn(node).outer(m.objs[&o].0).create().unwrap(),
+                    None => heap.create(node),
+                };
+                let mut mo = M {
+                    outer,
+                    ..M::default()
+                };
                 match (rng.below(3), pick(&mut rng, &reachable)) {
                     (0, _) | (_, None) => {
                         heap.add_to_root(h).unwrap();
@@ -267,6 +319,48 @@ fn run(seed: u64, ops: usize, threads: usize) {
                     }
                 }
             }
+            // Clear a garbage mark.
+            20 => {
+                let marked: Vec<u64> = m
+                    .objs
+                    .iter()
+                    .filter(|(_, (h, mo))| mo.garbage && heap.get_even_if_garbage(*h).is_some())
+                    .map(|(&id, _)| id)
+                    .collect();
+                if let Some(a) = pick(&mut rng, &marked) {
+                    if heap.clear_garbage(m.objs[&a].0).is_ok() {
+                        cleared += 1;
+                        m.objs.get_mut(&a).unwrap().1.garbage = false;
+                    }
+                }
+            }
+            // Restore a freed object into its slot, with its old serial:
+            // every handle to it held anywhere resolves again.
+            21 | 22 => {
+                let graves: Vec<u64> = m.graves.keys().copied().collect();
+                if let Some(id) = pick(&mut rng, &graves) {
+                    let h = m.graves[&id];
+                    let node = Node {
+                        id,
+                        kids: Vec::new(),
+                    };
+                    match heap.create_at_with_serial(h.index(), h.serial(), node) {
+                        Ok(back) => {
+                            assert_eq!(back, h, "{ctx}");
+                            restored += 1;
+                            m.graves.remove(&id);
+                            m.objs.insert(id, (h, M::default()));
+                        }
+                        // Still being freed: maybe later.
+                        Err(Error::SlotBeingFreed(_)) => {}
+                        // Reused by another object, or past it.
+                        Err(Error::IndexTaken(_) | Error::SerialRefused { .. }) => {
+                            m.graves.remove(&id);
+                        }
+                        Err(e) => panic!("{ctx}: restore refused: {e}"),
+                    }
+                }
+            }
             15 | 16 => {
                 let t = heap.step([1usize, 3, 20, 200][rng.below(4)]);
                 in_cycle = t.completed.is_none() && heap.gc_phase() != coreobject::Phase::Idle;
@@ -298,7 +392,8 @@ fn run(seed: u64, ops: usize, threads: usize) {
                     .map(|(&id, _)| id)
                     .collect();
                 for id in gone {
-                    m.objs.remove(&id);
+                    let (h, _) = m.objs.remove(&id).unwrap();
+                    m.graves.insert(id, h);
                     if m.clusters.contains_key(&id) {
                         m.clusters.remove(&id);
                     }
@@ -318,6 +413,10 @@ fn run(seed: u64, ops: usize, threads: usize) {
         assert_eq!(heap.verify_clusters(), [], "{ctx}");
     }
     assert!(whole > 0 || ops < 100, "seed {seed}: no whole collection");
+    assert!(
+        (restored > 0 && cleared > 0) || ops < 1_000,
+        "seed {seed}: {restored} restores, {cleared} cleared garbage marks"
+    );
 }
 
 fn id_of(heap: &Heap, h: coreobject::AnyObj) -> u64 {
@@ -358,6 +457,9 @@ fn reference_chains_say_when_a_link_goes_through_a_cluster() {
     let b = heap.spawn(Node::default()).name("B").create().unwrap();
     heap[b].kids.push(a);
     let c = heap.create_cluster(b).unwrap();
+    // `a` is not inside `b`: it joins by hand.
+    assert_eq!(heap.cluster_members(c), [b.any()]);
+    heap.add_to_cluster(c, a).unwrap();
     // Only `a` is rooted: `b` lives as its cluster mate.
     heap.add_to_root(a).unwrap();
     heap.collect().unwrap();

@@ -72,6 +72,9 @@ struct MObj {
     weak: Vec<usize>,
     /// Survived a collection: a minor cycle takes it as alive.
     old: bool,
+    /// Freed while a `StrongObj` to it was held: its slot is parked (not
+    /// reused, not restorable) until a cycle starts with no such handle.
+    parked: bool,
 }
 
 impl MObj {
@@ -88,6 +91,7 @@ impl MObj {
             map: BTreeMap::new(),
             weak: Vec::new(),
             old: false,
+            parked: false,
         }
     }
 
@@ -139,6 +143,9 @@ enum Op {
     },
     Garbage(Index),
     ClearGarbage(Index),
+    /// Restores a freed object into its slot with its old serial
+    /// (`create_at_with_serial`): handles to it held anywhere resolve again.
+    Restore(Index),
     RefAdd(Index),
     RefRemove(Index),
     ToggleReferencer,
@@ -166,6 +173,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<Index>(), any::<bool>()).prop_map(|(which, other_thread)| Op::Release { which, other_thread }),
         2 => any::<Index>().prop_map(Op::Garbage),
         1 => any::<Index>().prop_map(Op::ClearGarbage),
+        2 => any::<Index>().prop_map(Op::Restore),
         1 => any::<Index>().prop_map(Op::RefAdd),
         1 => any::<Index>().prop_map(Op::RefRemove),
         1 => Just(Op::ToggleReferencer),
@@ -185,6 +193,10 @@ struct World {
     ext_id: Option<HookId>,
     total_freed: u64,
     collections: u64,
+    /// Objects restored, or whose garbage mark was cleared, since the last
+    /// collection: the next minor cycle starts from them (handles held by old
+    /// objects that no barrier saw may name them again).
+    revived: BTreeSet<usize>,
 }
 
 const POOL: usize = 3;
@@ -217,6 +229,7 @@ impl World {
             ext_id: None,
             total_freed: 0,
             collections: 0,
+            revived: BTreeSet::new(),
         };
         w.heap.open_disregard_for_gc().unwrap();
         for _ in 0..POOL {
@@ -401,9 +414,32 @@ impl World {
                 let res = self.heap.clear_garbage(self.objs[i].h);
                 if self.objs[i].alive {
                     res.unwrap();
-                    self.objs[i].garbage = false;
+                    if std::mem::replace(&mut self.objs[i].garbage, false) {
+                        self.revived.insert(i);
+                    }
                 } else {
                     assert!(res.is_err());
+                }
+            }
+            Op::Restore(i) => {
+                let i = self.pick(i);
+                let h = self.objs[i].h;
+                let res = self
+                    .heap
+                    .create_at_with_serial(h.index(), h.serial(), Node::new(i));
+                // Refused while the object lives, or once its slot served
+                // another object (reused, or reused and freed again): the
+                // slot's last occupant is the newest object with its index.
+                let last = (0..self.objs.len())
+                    .rev()
+                    .find(|&j| self.objs[j].h.index() == h.index());
+                if self.objs[i].alive || self.objs[i].parked || last != Some(i) {
+                    assert!(res.is_err(), "restored over a live or reused slot: {res:?}");
+                } else {
+                    assert_eq!(res, Ok(h));
+                    let pool = self.objs[i].pool;
+                    self.objs[i] = MObj::new(h, pool, None);
+                    self.revived.insert(i);
                 }
             }
             Op::RefAdd(i) => {
@@ -485,6 +521,7 @@ impl World {
         starts.extend(
             (0..self.objs.len()).filter(|&i| self.objs[i].old && self.objs[i].resolvable()),
         );
+        starts.extend(std::mem::take(&mut self.revived));
         let kept = self.reachable_from(starts);
         let doomed: Vec<usize> = (0..self.objs.len())
             .filter(|&i| {
@@ -498,6 +535,7 @@ impl World {
                 m.alive && !m.pool && !m.old && !m.garbage && kept.contains(&i)
             })
             .count();
+        self.note_parking(&doomed);
         let stats = self.heap.collect_minor().expect("collector enabled");
         self.collections += 1;
         assert_eq!(stats.kind, coreobject::CycleKind::Minor);
@@ -525,8 +563,10 @@ impl World {
                 m.alive && !m.pool && !reach.contains(&i)
             })
             .collect();
+        self.note_parking(&doomed);
         let stats = self.heap.collect().expect("collector enabled");
         self.collections += 1;
+        self.revived.clear();
         for &i in &doomed {
             self.objs[i].alive = false;
         }
@@ -550,6 +590,20 @@ impl World {
         assert_eq!(totals.total_freed, self.total_freed);
         assert_eq!(self.heap.last_collection(), Some(&stats));
         self.check_survivors(&reach);
+    }
+
+    /// A cycle starts: parked slots no handle counts on are released; the
+    /// `doomed` it frees are parked if a strong handle to them is held.
+    fn note_parking(&mut self, doomed: &[usize]) {
+        let held: BTreeSet<usize> = self.held.iter().map(|(i, _)| *i).collect();
+        for (i, m) in self.objs.iter_mut().enumerate() {
+            if m.parked && !held.contains(&i) {
+                m.parked = false;
+            }
+        }
+        for &i in doomed {
+            self.objs[i].parked = held.contains(&i);
+        }
     }
 
     /// Every survivor kept its fields, and every object the model says is

@@ -372,13 +372,18 @@ fn gc_considered_iteration_skips_the_pool() {
 }
 
 #[test]
-fn a_full_pool_hands_out_ordinary_objects() {
+fn a_full_pool_refuses_objects_until_closed() {
     let mut heap = pool_heap(2);
     heap.open_disregard_for_gc().unwrap();
     let a = heap.create(Actor { hp: 1 });
     let b = heap.create(Actor { hp: 2 });
-    let c = heap.create(Actor { hp: 3 }); // past the pool's room
+    // Past the pool's room: refused while it is open, ordinary once closed.
+    assert_eq!(
+        heap.try_create(Actor { hp: 3 }),
+        Err(Error::DisregardPool(coreobject::PoolError::Full))
+    );
     heap.close_disregard_for_gc();
+    let c = heap.create(Actor { hp: 3 });
     assert_eq!(heap.disregard_len(), 2);
     assert_eq!(heap.first_gc_index(), 2);
     assert_eq!(heap.collect().unwrap().freed, 1);

@@ -189,7 +189,7 @@ fn object_cap_reached_names_the_cap_and_the_classes() {
     let text = err.to_string();
     assert_eq!(
         text,
-        "object cap of 5 reached (raise HeapConfig::max_objects); objects by class: Rock 3, Tree 2,"
+        "object cap of 5 reached (raise HeapConfig::max_objects); objects by class: Rock 3, Tree 2"
     );
     // A failed creation changes nothing; repeated failures neither.
     for _ in 0..3 {

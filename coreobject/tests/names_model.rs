@@ -18,6 +18,10 @@
 //! forgotten), and the heap must give exactly the next number, or, once a
 //! base's range is used up, some free number in it.
 //!
+//! A second heap interns names too: every `Name` it makes is refused here
+//! (`StaleName`), and it reads none of this heap's names, whatever ids the
+//! two tables share.
+//!
 //! Two more tests: interned strings survive while any object uses them,
 //! and the table does not grow when names churn.
 
@@ -81,6 +85,9 @@ enum Op {
     Unroot(usize),
     Collect,
     Find(NameGen, Option<usize>),
+    /// Interns the name in a second heap and uses that `Name` here: it
+    /// must be refused (`StaleName`), read as nothing and find nothing.
+    Foreign(NameGen, Option<usize>),
 }
 
 fn name_gen() -> impl Strategy<Value = NameGen> {
@@ -111,6 +118,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(Op::Unroot),
         1 => Just(Op::Collect),
         2 => (name_gen(), prop::option::of(any::<usize>())).prop_map(|(n, o)| Op::Find(n, o)),
+        1 => (name_gen(), prop::option::of(any::<usize>())).prop_map(|(n, o)| Op::Foreign(n, o)),
     ]
 }
 
@@ -223,7 +231,9 @@ fn valid(s: &str) -> bool {
     !s.is_empty() && !s.contains('.') && !s.starts_with("Default__")
 }
 
-fn check(heap: &Heap, m: &Model) {
+/// `other` is a second heap, whose table the [`Op::Foreign`] names fill:
+/// it reads none of `heap`'s names.
+fn check(heap: &Heap, other: &Heap, m: &Model) {
     assert_eq!(heap.len(), m.live.len());
     for (&h, l) in &m.live {
         assert_eq!(heap.name_of(h).as_deref(), l.name.as_deref(), "{h:?}");
@@ -232,6 +242,7 @@ fn check(heap: &Heap, m: &Model) {
         if let Some(n) = name {
             assert_eq!(heap.name_string(n), l.name);
             assert_eq!(heap.find_name(l.outer, n), Some(h));
+            assert_eq!(other.name_string(n), None, "read by another heap");
         }
         let display = heap.display_name(h).unwrap();
         match &l.name {
@@ -250,6 +261,7 @@ fn check(heap: &Heap, m: &Model) {
 
 fn run(ops: &[Op]) {
     let mut heap = Heap::new();
+    let other = Heap::new();
     let mut m = Model::default();
     for op in ops {
         match op {
@@ -343,7 +355,7 @@ fn run(ops: &[Op]) {
                     Some(t) if m.names.contains_key(&(outer, t.clone())) => {
                         assert_eq!(got.unwrap_err(), Error::NameTaken { name: t.clone() });
                         m.forget_unused_bases();
-                        check(&heap, &m);
+                        check(&heap, &other, &m);
                         continue;
                     }
                     _ => {}
@@ -383,8 +395,22 @@ fn run(ops: &[Op]) {
                     assert_eq!(heap.find_path(&t), want, "{t}");
                 }
             }
+            Op::Foreign(name, outer) => {
+                let outer = outer.and_then(|i| m.pick(i));
+                let t = name.text();
+                let Ok(f) = other.intern(&t) else { continue };
+                assert_eq!(heap.name_string(f), None, "{t}");
+                assert_eq!(heap.find_name(outer, f), None, "{t}");
+                let mut s = heap.spawn(Cell);
+                if let Some(o) = outer {
+                    s = s.outer(o);
+                }
+                assert_eq!(s.name(f).create().err(), Some(Error::StaleName(f)));
+                let unique = heap.spawn(Cell).unique_name(f).create().err();
+                assert_eq!(unique, Some(Error::StaleName(f)));
+            }
         }
-        check(&heap, &m);
+        check(&heap, &other, &m);
     }
     // Everything unrooted and collected: no name is left.
     for h in m.order.clone() {

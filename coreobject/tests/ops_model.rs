@@ -26,7 +26,7 @@
 //! door, `is_rooted`, `is_garbage`, `strong_count`, fields), as are `len`
 //! and the table's counts; each creation must take the slot and generation
 //! the model predicts, and fail with `CapReached` exactly when the model's
-//! table is full. After **every** `collect` and `tick`, **all** handles
+//! table is full (with the pool's `Full` when the open pool is). After **every** `collect` and `tick`, **all** handles
 //! ever issued are checked: a freed object's handle gives `None` (and
 //! `Err(Stale)`), never another object, through the main doors each time
 //! and through every door every fourth time; the freed set, `len`, the
@@ -1259,6 +1259,16 @@ impl World {
             self.note(Ev::OuterRefused);
             return None;
         }
+        if self.pool.open && self.t.high_water >= self.pool.capacity {
+            // A full open pool refuses: the object would not be permanent.
+            assert_eq!(
+                res.as_ref().err(),
+                Some(&Error::DisregardPool(coreobject::PoolError::Full)),
+                "created past the open pool's end"
+            );
+            self.gc.dropped += 1; // the value handed in
+            return None;
+        }
         match res {
             Ok(h) => {
                 assert_eq!(Some(h.index()), predicted, "create took the wrong slot");
@@ -1305,7 +1315,19 @@ impl World {
                     self.note(Ev::AtFree);
                 }
                 None => {
-                    assert_eq!(res, Err(Error::IndexTaken(index)), "create_at({index})");
+                    // A slot whose object waits for `finish_destroy` is
+                    // being freed, and says so.
+                    let pending = self
+                        .gc
+                        .pending
+                        .iter()
+                        .any(|&i| self.objs[i].h.index() == index);
+                    let expected = if pending {
+                        Error::SlotBeingFreed(index)
+                    } else {
+                        Error::IndexTaken(index)
+                    };
+                    assert_eq!(res, Err(expected), "create_at({index})");
                     self.gc.dropped += 1; // the value handed in
                     self.note(Ev::AtTaken);
                     return None;

@@ -161,10 +161,50 @@ impl ObjectArray {
 
     // ----- filling ------------------------------------------------------------
 
-    /// Reserves a slot index, lock-free, from any thread. `None` at the cap.
+    /// Reserves a slot index, lock-free, from any thread. `None` at the cap,
+    /// and while the disregard-for-GC pool is open, once it is full (an
+    /// object past its end would not be permanent).
     #[inline]
     pub(crate) fn reserve(&self) -> Option<u32> {
+        if self.pool.open {
+            return self.reserve_in_pool();
+        }
         self.table.reserve()
+    }
+
+    /// [`reserve`](Self::reserve) while the pool is open: a slot inside
+    /// it, or `None`. While it is open, slots are handed out in order from
+    /// the high water (opening needs the pool's end there, and no slot is
+    /// freed until it closes), so the high water says whether one is left.
+    /// Creations that race for the last ones may reserve slots past the
+    /// end: those are refused too, stay empty, and
+    /// [`release_refused`](Self::release_refused) frees them when the pool
+    /// closes.
+    #[cold]
+    fn reserve_in_pool(&self) -> Option<u32> {
+        if self.table.high_water() >= self.pool.capacity {
+            return None;
+        }
+        let index = self.table.reserve()?;
+        (index < self.pool.capacity).then_some(index)
+    }
+
+    /// Frees the slots past the pool's end that creations racing for its
+    /// last slots reserved and gave up (see
+    /// [`reserve_in_pool`](Self::reserve_in_pool)). Called as the pool
+    /// closes, before any slot past its end holds an object (a slot that
+    /// does, or is free already, is left as it is).
+    pub(crate) fn release_refused(&mut self) {
+        self.table.sync();
+        for i in self.pool.capacity..self.table.high_water() {
+            let empty = self
+                .item(i)
+                .is_some_and(|item| item.object().is_none() && item.serial() != RETIRED);
+            debug_assert!(empty, "slot {i} past the open pool's end is in use");
+            if empty && !self.table.claimable(i) {
+                self.table.release(i);
+            }
+        }
     }
 
     /// Claims a specific free index (for `create_at`), in O(1) amortized.
@@ -187,9 +227,20 @@ impl ObjectArray {
                 cap: self.table.cap(),
             });
         }
-        let occupied = self
-            .item(index)
-            .is_some_and(|item| item.object().is_some() || item.serial() == RETIRED);
+        let item = self.item(index);
+        if let Some(item) = item.filter(|item| item.object().is_some()) {
+            // Still holding an object the purge in flight frees: flagged
+            // unreachable (or waiting for `is_ready_for_finish_destroy`), or
+            // about to be.
+            let f = item.flags();
+            if index >= self.pool.end
+                && (f & flags::UNREACHABLE != 0
+                    || (self.condemned.active && self.is_condemned(index, f)))
+            {
+                return Err(crate::Error::SlotBeingFreed(index));
+            }
+        }
+        let occupied = item.is_some_and(|item| item.object().is_some() || item.serial() == RETIRED);
         if index < self.pool.end || occupied {
             return Err(crate::Error::IndexTaken(index));
         }
@@ -374,6 +425,20 @@ impl ObjectArray {
         }
     }
 
+    /// Gives a live object (not garbage) that has an outer another one.
+    /// `Ok(false)`: it was created without an outer, so it has no room for
+    /// one.
+    pub(crate) fn set_outer(&mut self, h: AnyObj, outer: AnyObj) -> Result<bool, ResolveError> {
+        let p = self.lookup(h, flags::DEAD)?;
+        // SAFETY: `p` is a live header, from the item, with its slot's provenance.
+        if unsafe { p.as_ref() }.has_outer() {
+            // SAFETY: as above, it has an outer, and `&mut self` keeps every other reader out.
+            unsafe { Header::set_outer(p, outer) };
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     /// The outer of a live object.
     #[inline]
     pub(crate) fn outer(&self, h: AnyObj, hidden: u32) -> Result<Option<AnyObj>, ResolveError> {
@@ -503,6 +568,32 @@ impl ObjectArray {
         // SAFETY: as in `resolve`, and `&mut self` excludes every other reference to
         // the value (the item is a separate allocation, only ever shared).
         Ok((unsafe { ObjBox::<T>::value_mut(p) }, item))
+    }
+
+    /// Exclusive references to `N` objects at once, through the same door
+    /// as [`resolve_mut`](Self::resolve_mut): `None` if any handle does not
+    /// resolve, or two name the same slot. Also gives each object's item and
+    /// index, for the write barrier.
+    pub(crate) fn resolve_disjoint_mut<T: Object, const N: usize>(
+        &mut self,
+        hs: [AnyObj; N],
+    ) -> Option<[(&mut T, &Item, u32); N]> {
+        let mut found = [(NonNull::<Header>::dangling(), 0u32); N];
+        for (k, h) in hs.iter().enumerate() {
+            if hs[..k].iter().any(|o| o.index() == h.index()) {
+                return None;
+            }
+            found[k] = (self.typed::<T>(*h, flags::DEAD).ok()?, h.index());
+        }
+        let this = &*self;
+        Some(found.map(|(p, i)| {
+            // SAFETY: as in `resolve_mut`, each `p` heads a live `ObjBox<T>`
+            // and `&mut self` excludes every reference made elsewhere; the
+            // slots are pairwise distinct, and a slot holds one object in an
+            // allocation of its own, so these references never overlap.
+            let v = unsafe { ObjBox::<T>::value_mut(p) };
+            (v, this.at(i), i)
+        }))
     }
 
     /// Whether iteration and resolution hide slot `i` (with flags `f`):
@@ -1010,5 +1101,65 @@ mod tests {
         // (`Counted` is this test's alone, so the count is exact.)
         assert_eq!(DROPS.load(Ordering::Relaxed), before + 40);
         assert_eq!(array.len(), 0);
+    }
+
+    /// `resolve_disjoint_mut` hands out references that do not overlap:
+    /// writes through each land in its own object, and a slot named twice,
+    /// or a stale handle, gives nothing. Runs under miri.
+    #[test]
+    fn disjoint_mutable_references() {
+        #[derive(crate::Object)]
+        struct Cell {
+            #[object(skip)]
+            v: Vec<u32>,
+        }
+        let lease = serial::acquire(22).expect("a heap tag");
+        let mut array = ObjectArray::new(64, false, 0, lease);
+        let hs: Vec<AnyObj> = (0..4)
+            .map(|k| {
+                let i = array.reserve().unwrap();
+                array.fill(i, Cell { v: vec![k] }, None, 0).any()
+            })
+            .collect();
+        let [a, b, c] = array
+            .resolve_disjoint_mut::<Cell, 3>([hs[2], hs[0], hs[3]])
+            .unwrap();
+        assert_eq!((a.2, b.2, c.2), (2, 0, 3));
+        std::mem::swap(&mut a.0.v, &mut b.0.v);
+        c.0.v.push(9);
+        let read = |array: &ObjectArray, h: AnyObj| array.resolve::<Cell>(h, 0).unwrap().v.clone();
+        assert_eq!(read(&array, hs[0]), [2]);
+        assert_eq!(read(&array, hs[2]), [0]);
+        assert_eq!(read(&array, hs[3]), [3, 9]);
+        assert!(array
+            .resolve_disjoint_mut::<Cell, 2>([hs[1], hs[1]])
+            .is_none());
+        let stale = AnyObj::new(hs[1].index(), NonZeroU32::new(hs[1].serial() + 1).unwrap());
+        assert!(array
+            .resolve_disjoint_mut::<Cell, 2>([hs[0], stale])
+            .is_none());
+    }
+
+    /// While the pool is open, a full pool reserves nothing; slots that
+    /// racing creations reserved past its end are freed when it closes.
+    #[test]
+    fn a_full_open_pool_reserves_nothing() {
+        let lease = serial::acquire(22).expect("a heap tag");
+        let mut array = ObjectArray::new(64, false, 2, lease);
+        array.pool_mut().open = true;
+        assert_eq!(array.reserve(), Some(0));
+        assert_eq!(array.reserve(), Some(1));
+        assert_eq!(array.reserve(), None);
+        assert_eq!(array.high_water(), 2, "a refusal reserves nothing");
+        // Two creations that passed the check as the last slot went.
+        assert_eq!(array.table.reserve(), Some(2));
+        assert_eq!(array.table.reserve(), Some(3));
+        assert_eq!(array.reserve(), None);
+        array.release_refused();
+        array.pool_mut().open = false;
+        assert_eq!(array.table.free_len(), 2);
+        let mut again = [array.reserve().unwrap(), array.reserve().unwrap()];
+        again.sort_unstable();
+        assert_eq!(again, [2, 3]);
     }
 }

@@ -67,10 +67,17 @@ impl Collector {
         }
     }
 
-    /// An object whose garbage mark was cleared: marking must look at it.
-    pub(crate) fn note_cleared_garbage(&self, h: AnyObj) {
+    /// Handles held somewhere may resolve to `h` again without any write
+    /// the barrier saw: its garbage mark was cleared, or it was restored into
+    /// its slot with its old serial. Their holders may be old objects that no
+    /// minor cycle re-scans, so while a cycle marks, marking looks at `h`;
+    /// otherwise the next minor cycle starts from it, as from the remembered
+    /// set (a major one finds it from its holders, if it has any).
+    pub(crate) fn note_revived(&self, h: AnyObj) {
         if self.marking {
             self.greyed.lock().push(h);
+        } else if self.gen {
+            self.revived.lock().push(h);
         }
     }
 }

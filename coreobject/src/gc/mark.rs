@@ -168,22 +168,35 @@ pub(super) enum ClusterStep<'c> {
         words: &'c MarkWords,
         external: &'c [AnyObj],
     },
-    /// Otherwise: visit the members, to be traced like any object.
+    /// Otherwise: visit these, to be traced like any object. The root
+    /// visits every member; any other member visits only the root. So each
+    /// cycle lists the members once, when the root is greyed, and a cluster
+    /// of n members costs O(n), not n visits of n members each.
     Trace(&'c [AnyObj]),
 }
 
-/// The [`ClusterStep`] for an object whose item's cluster field is
-/// `root` (0: in no cluster, `None`).
+/// The [`ClusterStep`] for the object in slot `i`, whose item's cluster
+/// field is `root` (0: in no cluster, `None`).
 #[inline(always)]
 pub(super) fn cluster_step<'c>(
     clusters: Option<&'c Clusters>,
+    i: u32,
     root: u32,
     inners: bool,
 ) -> Option<ClusterStep<'c>> {
     let c = clusters.filter(|_| root != 0)?;
     Some(match c.whole_of(root).filter(|_| !inners) {
         Some((words, external)) => ClusterStep::Whole { words, external },
-        None => ClusterStep::Trace(c.members_of(root)),
+        None => {
+            // The members, the root first.
+            let members = c.members_of(root);
+            let n = if i.wrapping_add(1) == root {
+                members.len()
+            } else {
+                members.len().min(1)
+            };
+            ClusterStep::Trace(&members[..n])
+        }
     })
 }
 
@@ -354,7 +367,7 @@ impl<'a> Marker<'a> {
         self.set_mark(i);
         self.marked += 1;
         prefetch_line(p.as_ptr());
-        match cluster_step(self.clusters, item.cluster_root(), self.inners.is_some()) {
+        match cluster_step(self.clusters, i, item.cluster_root(), self.inners.is_some()) {
             Some(ClusterStep::Whole { words, external }) => {
                 for &(w, m) in words {
                     let m = m & below(w, self.high_water);

@@ -370,6 +370,10 @@ pub(crate) struct Collector {
     regrey: Vec<u32>,
     /// Objects whose garbage mark was cleared during marking (from `&Heap`).
     greyed: Mutex<Vec<AnyObj>>,
+    /// Objects that held handles may name again, noted outside marking (with
+    /// `gen`): a cleared garbage mark, a restore. The next minor cycle
+    /// starts from them; a major one forgets them.
+    revived: Mutex<Vec<AnyObj>>,
     /// Objects waiting for `is_ready_for_finish_destroy` (classes with hooks only).
     pending: Vec<Pending>,
     /// Deletions a purge slice gathers for the batch delete listeners (kept
@@ -412,6 +416,7 @@ impl Collector {
             queue: VecDeque::new(),
             regrey: Vec::new(),
             greyed: Mutex::new(Vec::new()),
+            revived: Mutex::new(Vec::new()),
             pending: Vec::new(),
             deleted: Vec::new(),
             epoch: std::time::Instant::now(),
@@ -598,6 +603,7 @@ impl Collector {
                 }
                 self.young.clear();
                 self.garbage.get_mut().clear();
+                self.revived.get_mut().clear();
             }
             CycleKind::Minor => {
                 // Old objects stay marked (sticky marks): marking never
@@ -673,6 +679,11 @@ impl Collector {
             if let Some(s) = NonZeroU32::new(item.serial()) {
                 marker.visit(AnyObj::new(i, s));
             }
+        }
+        // Objects that held handles may name again (cleared garbage marks,
+        // restores): live ones are marked and traced like the remembered set.
+        for h in self.revived.get_mut().drain(..) {
+            marker.visit(h);
         }
         cycle.roots_seen = kept.len();
         *array.roots_mut() = kept;

@@ -1,11 +1,13 @@
 //! Resolving handles: `get`, `get_mut` (the one mutation door and write barrier), class and outer queries.
 
-use crate::array::flags;
+use std::ops::Index;
+
+use crate::array::{flags, ObjectRef};
 use crate::class::{Class, Object};
 use crate::error::ResolveError;
 use crate::handle::{AnyObj, Handle, Obj, Weak};
 
-use super::Heap;
+use super::{index_failed, Heap};
 
 impl Heap {
     /// Resolves a handle: `None` if the object is gone or garbage, or the
@@ -108,6 +110,72 @@ impl Heap {
         Ok(v)
     }
 
+    /// Exclusive access to several objects at once (slotmap's
+    /// `get_disjoint_mut`): `None` if any handle does not resolve (as
+    /// [`get_mut`](Self::get_mut) would give `None`) or two handles name
+    /// the same object. Each object passes through the write barrier, as
+    /// with `get_mut`.
+    ///
+    /// ```
+    /// use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Account { balance: i64 }
+    /// let mut heap = Heap::new();
+    /// let a = heap.create(Account { balance: 100 });
+    /// let b = heap.create(Account { balance: 5 });
+    /// let [from, to] = heap.get_disjoint_mut([a, b]).unwrap();
+    /// from.balance -= 30;
+    /// to.balance += 30;
+    /// assert_eq!((heap[a].balance, heap[b].balance), (70, 35));
+    /// assert!(heap.get_disjoint_mut([a, a]).is_none(), "the same object twice");
+    /// ```
+    pub fn get_disjoint_mut<H: Handle, const N: usize>(
+        &mut self,
+        hs: [H; N],
+    ) -> Option<[&mut H::Target; N]>
+    where
+        H::Target: Object,
+    {
+        let found = self
+            .array
+            .resolve_disjoint_mut::<H::Target, N>(hs.map(|h| h.any_obj()))?;
+        Some(found.map(|(v, item, index)| {
+            // What `try_get_mut` tells the collector, for each object.
+            self.gc.barrier(item, index);
+            let cluster = item.cluster_root();
+            if cluster != 0 {
+                self.clusters.get_mut().changed(cluster);
+            }
+            v
+        }))
+    }
+
+    /// A view of any live object through an untyped handle: its class,
+    /// outer, name, and its value once [downcast](ObjectRef::downcast).
+    /// `None` where [`get`](Self::get) would give `None`.
+    ///
+    /// There is no `heap[any]`: indexing must return a reference to
+    /// something the heap holds, and the value's type is known only at run
+    /// time. Index with the typed handle instead ([`downcast`](Self::downcast)
+    /// makes one), or use this view.
+    ///
+    /// ```
+    /// use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Lamp { lit: bool }
+    /// let heap = Heap::new();
+    /// let any = heap.spawn(Lamp { lit: true }).name("Hall").create().unwrap().any();
+    /// let view = heap.object(any).unwrap();
+    /// assert_eq!(view.class().name(), "Lamp");
+    /// assert_eq!(view.display_name(), "Hall");
+    /// assert!(view.downcast::<Lamp>().unwrap().lit);
+    /// ```
+    pub fn object(&self, h: impl Into<AnyObj>) -> Option<ObjectRef<'_>> {
+        let h = h.into();
+        self.array.lookup(h, flags::DEAD).ok()?;
+        self.array.slot(&self.names, h.index())
+    }
+
     /// Whether the handle names a live (not garbage) object of any class.
     ///
     /// ```
@@ -184,5 +252,32 @@ impl Heap {
             self.array.lookup(h.into(), flags::DEAD),
             Err(ResolveError::Garbage(_))
         )
+    }
+}
+
+impl<T: Object> Index<Weak<T>> for Heap {
+    type Output = T;
+    /// `heap[weak]`, as `heap[obj]`: the object a weak handle names.
+    ///
+    /// # Panics
+    /// If the handle does not resolve (its object was freed, is garbage, or
+    /// belongs to another heap); the message says why. Use
+    /// [`Heap::get`] or [`Heap::upgrade`] when that may happen.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Target { hp: i32 }
+    /// let heap = Heap::new();
+    /// let w = heap.create(Target { hp: 7 }).downgrade();
+    /// assert_eq!(heap[w].hp, 7);
+    /// ```
+    #[inline]
+    #[track_caller]
+    fn index(&self, h: Weak<T>) -> &T {
+        match self.try_get(h) {
+            Ok(v) => v,
+            Err(e) => index_failed(h, e),
+        }
     }
 }

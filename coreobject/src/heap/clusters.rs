@@ -39,15 +39,22 @@ impl Heap {
         }
     }
 
-    /// Makes a GC cluster (Unreal's `CreateCluster`): `root` and every
-    /// object it reaches through traced references (fields, outers and,
-    /// with [`GcConfig::outer_keeps_inners`](crate::GcConfig::outer_keeps_inners),
-    /// inners) that may join one: not rooted, not held by a
+    /// Makes a GC cluster (Unreal's `CreateCluster`): `root` and the
+    /// objects **inside** it (whose outer chain reaches `root`, Unreal's
+    /// `IsIn`) that it reaches through traced references (fields, outers
+    /// and, with [`GcConfig::outer_keeps_inners`](crate::GcConfig::outer_keeps_inners),
+    /// inners) and that may join one: not rooted, not held by a
     /// [`StrongObj`](crate::StrongObj), not in the disregard-for-GC pool, not
     /// a class default object, not marked as garbage, not in another
     /// cluster, and of a class that did not opt out
-    /// (`#[object(cluster = false)]`). The search stops at objects that may
-    /// not join.
+    /// (`#[object(cluster = false)]`). The search goes on through members
+    /// only. Everything else a member references (the root's own outer, a
+    /// shared asset, another level) is an **external reference** of the
+    /// cluster: it keeps its target alive while the cluster lives, and never
+    /// makes it a member. So clustering a level's content never swallows
+    /// the level that holds it, nor the levels it references. Objects
+    /// without an outer inside the root join only through
+    /// [`add_to_cluster`](Self::add_to_cluster).
     ///
     /// The collector keeps or frees a cluster as one unit: reaching any
     /// member keeps every member, so a member reachable only through the
@@ -65,9 +72,12 @@ impl Heap {
     /// struct Node { next: Option<Obj<Node>> }
     /// let mut heap = Heap::new();
     /// let a = heap.create(Node::default());
-    /// let b = heap.create(Node::default());
+    /// let b = heap.spawn(Node::default()).outer(a).create().unwrap(); // inside `a`
+    /// let other = heap.create(Node::default()); // not inside `a`
     /// heap[a].next = Some(b);
+    /// heap[b].next = Some(other);
     /// let c = heap.create_cluster(a).unwrap();
+    /// assert_eq!(heap.cluster_of(other), None); // an external reference
     /// heap.add_to_root(b).unwrap(); // only `b` is reachable now
     /// heap.collect().unwrap();
     /// assert!(heap.contains(a), "kept with its cluster");
@@ -111,6 +121,11 @@ impl Heap {
         let reports = self.reports();
         let mut cacheable = !self.gc.config().outer_keeps_inners;
         let (mut edges, mut external) = (Vec::new(), Vec::new());
+        // References to no live object now: a slot restored with its serial,
+        // or a garbage mark cleared, makes them resolve again without any
+        // write into a member, so they are listed too (the marker drops the
+        // ones still dead when it meets them).
+        let mut dormant = Vec::new();
         let mut next = 0;
         // A batch of members at a time: their references' items are asked
         // for before the first is looked at, so that the misses overlap (as
@@ -132,12 +147,13 @@ impl Heap {
             }
             for &e in &edges {
                 match self.join(e, tag) {
-                    Join::Member if grow => {
+                    Join::Member if grow && self.inside(e, members[0]) => {
                         self.array.at(e.index()).set_cluster_root(tag);
                         members.push(e);
                     }
                     Join::Member | Join::Outside => list_once(seen, &mut external, e),
-                    Join::Inside | Join::Dead => {}
+                    Join::Dead => dormant.push(e),
+                    Join::Inside => {}
                 }
             }
         }
@@ -145,6 +161,11 @@ impl Heap {
             seen[(e.index() >> 6) as usize] = 0;
         }
         cacheable.then(|| {
+            // Listed by whole handle: a dormant one may share its slot with a
+            // live one listed above, or with another dormant one.
+            dormant.sort_unstable();
+            dormant.dedup();
+            external.append(&mut dormant);
             external.shrink_to_fit();
             external
         })
@@ -166,6 +187,21 @@ impl Heap {
             0 if f & BARRED == 0 && !item.is_root() => Join::Member,
             _ => Join::Outside,
         }
+    }
+
+    /// Whether `e`'s outer chain reaches `root` (Unreal's `IsIn`): only
+    /// such objects join a cluster as it is gathered. Outer chains end: an
+    /// outer is older than its inners, and [`rename`](Self::rename) refuses
+    /// to make an object its own outer.
+    fn inside(&self, e: AnyObj, root: AnyObj) -> bool {
+        let mut o = self.array.outer(e, 0).ok().flatten();
+        while let Some(h) = o {
+            if h == root {
+                return true;
+            }
+            o = self.array.outer(h, 0).ok().flatten();
+        }
+        false
     }
 
     /// Gathers a cluster's references out again (see [`walk`](Self::walk)).
@@ -226,9 +262,12 @@ impl Heap {
         Ok(())
     }
 
+    /// A cluster whose root is alive: not freed, and not being destroyed
+    /// (a root that waits in `is_ready_for_finish_destroy` takes its cluster
+    /// with it).
     fn live_cluster(&self, cluster: ClusterId) -> Result<(), ClusterError> {
         let i = cluster.0.index();
-        let alive = self.array.lookup(cluster.0, 0).is_ok()
+        let alive = self.array.lookup(cluster.0, flags::UNREACHABLE).is_ok()
             && self.array.at(i).cluster_root() == i + 1
             && self.clusters.lock().by_root.contains_key(&i);
         alive.then_some(()).ok_or(ClusterError::NoSuchCluster)
@@ -303,11 +342,14 @@ impl Heap {
     /// let mut heap = Heap::new();
     /// let shared = heap.spawn(Node::default()).root().create().unwrap();
     /// let a = heap.create(Node::default());
-    /// let b = heap.create(Node::default());
+    /// let b = heap.spawn(Node::default()).outer(a).create().unwrap();
     /// heap[a].next = vec![b, shared];
+    /// heap[b].next = vec![shared];
     /// heap.create_cluster(a).unwrap();
     /// let report = heap.cluster_report();
+    /// // Two references out, to one object.
     /// assert_eq!((report.total_members, report.total_external_refs), (2, 1));
+    /// assert_eq!(report.clusters[0].external_ref_count, 2);
     /// assert!(report.to_string().starts_with("1 clusters, 2 members"));
     /// ```
     pub fn cluster_report(&self) -> ClusterReport {
@@ -317,6 +359,7 @@ impl Heap {
             let tag = id.0.index() + 1;
             let members = self.cluster_members(id);
             let mut external = 0;
+            let mut targets = HashSet::new();
             let mut referenced = BTreeSet::new();
             for m in &members {
                 for e in reports.own_edges_of(m.index()) {
@@ -328,18 +371,20 @@ impl Heap {
                         continue;
                     }
                     external += 1;
+                    targets.insert(e);
                     if let Some(other) = reports.cluster_named(r) {
                         referenced.insert(other);
                     }
                 }
             }
             out.total_members += members.len();
-            out.total_external_refs += external;
+            out.total_external_refs += targets.len();
             out.clusters.push(ClusterInfo {
                 id,
                 root_name: self.display_name(id.0).unwrap_or_default(),
                 members: members.len(),
-                external_refs: external,
+                external_refs: targets.len(),
+                external_ref_count: external,
                 referenced_clusters: referenced.into_iter().collect(),
             });
         }

@@ -7,16 +7,90 @@ use crate::class::Object;
 use crate::error::{CapReport, Error, PoolError};
 use crate::handle::{AnyObj, Obj};
 use crate::listener::ObjectEvent;
-use crate::names::NameArg;
+use crate::names::{IntoName, NameArg};
 
 use super::{Heap, Spawn};
+
+/// An object to restore at a chosen index and serial, with a name, an outer
+/// or a root flag: see [`Heap::spawn_at`]. Refused as
+/// [`create_at_with_serial`](Heap::create_at_with_serial) refuses a slot or
+/// a serial, and as [`Spawn::create`] refuses a name or an outer.
+#[must_use = "call .create() to make the object"]
+#[derive(Debug)]
+pub struct SpawnAt<'h, T: Object> {
+    heap: &'h mut Heap,
+    index: u32,
+    serial: u32,
+    value: T,
+    outer: Option<AnyObj>,
+    name: Option<NameArg>,
+    root: bool,
+}
+
+impl<T: Object> SpawnAt<'_, T> {
+    /// Sets the outer, as [`Spawn::outer`].
+    pub fn outer(mut self, outer: impl Into<AnyObj>) -> Self {
+        self.outer = Some(outer.into());
+        self
+    }
+    /// Names the object, as [`Spawn::name`].
+    pub fn name(mut self, name: impl IntoName) -> Self {
+        self.name = Some(name.into_name_arg());
+        self
+    }
+    /// Adds the object to the root set.
+    pub fn root(mut self) -> Self {
+        self.root = true;
+        self
+    }
+    /// Restores the object. Nothing changes if it is refused.
+    pub fn create(self) -> Result<Obj<T>, Error> {
+        let heap = self.heap;
+        if heap.array.pool().open {
+            return Err(PoolError::CreateAtWhileOpen.into());
+        }
+        if let Some(o) = self.outer {
+            heap.array.lookup(o, flags::DEAD)?;
+        }
+        let key = match &self.name {
+            Some(name) => Some(heap.names.get_mut().claim(self.outer, name)?),
+            None => None,
+        };
+        if let Err(e) = heap.array.claim_with_serial(self.index, self.serial) {
+            if let Some(key) = key {
+                heap.names.get_mut().release(key);
+            }
+            return Err(e);
+        }
+        // Handles to another class may carry this serial: typed resolves of
+        // this object compare the class (see `ObjectArray::resolve`).
+        let named = if key.is_some() { flags::NAMED } else { 0 };
+        let h = heap.publish_quiet(self.index, self.value, self.outer, flags::RESTORED | named);
+        if let Some(key) = key {
+            let names = heap.names.get_mut();
+            names.insert(h.any(), key);
+            heap.name_hint.update(names);
+        }
+        if !heap.listeners.create.is_empty() {
+            heap.notify_create(h.any());
+        }
+        // Handles held anywhere (in old objects too) name it again.
+        heap.gc.note_revived(h.any());
+        if self.root {
+            heap.add_to_root(h)?;
+        }
+        Ok(h)
+    }
+}
 
 impl Heap {
     /// Creates an object and returns its handle. Thread-safe: takes `&self`.
     ///
     /// # Panics
     /// If the object cap is reached; the message lists the classes filling
-    /// the table. Use [`try_create`](Self::try_create) to get the error.
+    /// the table. Also if the disregard-for-GC pool is open and full (see
+    /// [`open_disregard_for_gc`](Self::open_disregard_for_gc)). Use
+    /// [`try_create`](Self::try_create) to get the error.
     ///
     /// ```
     /// # use coreobject::{Heap, Object};
@@ -193,13 +267,53 @@ impl Heap {
         serial: u32,
         value: T,
     ) -> Result<Obj<T>, Error> {
-        if self.array.pool().open {
-            return Err(PoolError::CreateAtWhileOpen.into());
+        self.spawn_at(index, serial, value).create()
+    }
+
+    /// Starts building an object restored at a chosen free index with a
+    /// chosen serial, as [`create_at_with_serial`](Self::create_at_with_serial)
+    /// does, with what a [`spawn`](Self::spawn) carries: a name, an outer and
+    /// a root flag. An undo log that recorded an object's handle, name and
+    /// outer brings it back whole: handles to it resolve again, and so do
+    /// its path and [`outer_of`](Self::outer_of).
+    ///
+    /// ```
+    /// use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Level;
+    /// #[derive(Object, Default)]
+    /// struct Knight { hp: u32 }
+    ///
+    /// let mut heap = Heap::new();
+    /// let level = heap.spawn(Level).name("Level_1").root().create().unwrap();
+    /// let knight = heap.spawn(Knight { hp: 10 }).outer(level).name("Knight").create().unwrap();
+    /// // Delete, remembering what undo needs (the name as a string: a `Name`
+    /// // is good only while the heap holds its base).
+    /// let (name, outer) = (heap.name_of(knight).unwrap(), heap.outer_of(knight).unwrap());
+    /// heap.mark_as_garbage(knight).unwrap();
+    /// heap.collect().unwrap();
+    /// assert!(heap.get(knight).is_none());
+    /// // Undo.
+    /// let back = heap
+    ///     .spawn_at(knight.index(), knight.serial(), Knight { hp: 10 })
+    ///     .name(name)
+    ///     .outer(outer)
+    ///     .create()
+    ///     .unwrap();
+    /// assert_eq!(back, knight);
+    /// assert_eq!(heap.path_name(knight).as_deref(), Some("Level_1.Knight"));
+    /// assert_eq!(heap.outer_of(knight), Some(level.any()));
+    /// ```
+    pub fn spawn_at<T: Object>(&mut self, index: u32, serial: u32, value: T) -> SpawnAt<'_, T> {
+        SpawnAt {
+            heap: self,
+            index,
+            serial,
+            value,
+            outer: None,
+            name: None,
+            root: false,
         }
-        self.array.claim_with_serial(index, serial)?;
-        // Handles to another class may carry this serial: typed resolves of
-        // this object compare the class (see `ObjectArray::resolve`).
-        Ok(self.publish(index, value, None, flags::RESTORED))
     }
 
     #[inline]
@@ -286,6 +400,9 @@ impl Heap {
 
     #[cold]
     pub(super) fn cap_error(&self) -> Error {
+        if let Some(e) = self.pool_refusal() {
+            return e;
+        }
         Error::CapReached(CapReport {
             cap: self.array.cap(),
             by_class: self.array.class_counts(true),

@@ -154,8 +154,9 @@ impl Heap {
 
     /// The class default object of `T` (Unreal's CDO): made on first request
     /// from `T::default()`, rooted and permanent (it cannot be marked as
-    /// garbage). `None` if `T` does not implement `Default`, or if the object
-    /// cap is reached.
+    /// garbage). `None` if `T` does not implement `Default`, or if no slot
+    /// is free (the object cap is reached, or the disregard-for-GC pool is
+    /// open and full).
     ///
     /// Class defaults are found by type, never by name. Each is also named,
     /// at the top level: `Default__` + its class name, or, when another

@@ -38,7 +38,11 @@ mod hooks;
 mod iter;
 mod names;
 mod pool;
+mod rename;
 mod roots;
+
+pub use create::SpawnAt;
+pub use rename::Rename;
 
 /// An object heap: the object table, its collector and everything registered
 /// with it. See the [crate docs](crate) for a tour.
@@ -138,8 +142,7 @@ pub struct ObjectFlags {
     /// [`StrongObj`](crate::StrongObj) handles keeping it alive.
     pub strong_count: u32,
     /// The slot index of its cluster's root (Unreal's `ClusterRootIndex`), if
-    /// it is in a cluster. The collector does not make clusters yet, so this
-    /// is always `None` for now.
+    /// it is in a GC cluster ([`Heap::create_cluster`]).
     pub cluster_root: Option<u32>,
 }
 

@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use crate::array::flags;
+use crate::class::Object;
 use crate::error::Error;
-use crate::handle::AnyObj;
+use crate::handle::{AnyObj, Obj};
 use crate::names::Name;
 
 use super::Heap;
@@ -168,5 +169,41 @@ impl Heap {
             cur = Some(self.find(cur, part)?);
         }
         cur
+    }
+
+    /// [`find`](Self::find) for an object of class `T` (Unreal's
+    /// `FindObject<T>`): the typed handle, or `None` if no object has that
+    /// name under `outer` or the one that has is not a `T`.
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct Level;
+    /// # #[derive(Object, Default)] struct Actor;
+    /// let heap = Heap::new();
+    /// let level = heap.spawn(Level).name("Level_1").create().unwrap();
+    /// assert_eq!(heap.find_of::<Level>(None, "Level_1"), Some(level));
+    /// assert_eq!(heap.find_of::<Actor>(None, "Level_1"), None);
+    /// ```
+    pub fn find_of<T: Object>(&self, outer: Option<AnyObj>, name: &str) -> Option<Obj<T>> {
+        self.downcast(self.find(outer, name)?)
+    }
+
+    /// [`find_path`](Self::find_path) for an object of class `T`: the typed
+    /// handle, or `None` if the path names no object or one that is not a
+    /// `T` (the objects along the path may be of any class).
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// # #[derive(Object, Default)] struct World;
+    /// # #[derive(Object, Default)] struct Actor { hp: i32 }
+    /// let heap = Heap::new();
+    /// let world = heap.spawn(World).name("World").create().unwrap();
+    /// heap.spawn(Actor { hp: 9 }).outer(world).name("Hero").create().unwrap();
+    /// let hero = heap.find_path_of::<Actor>("World.Hero").unwrap();
+    /// assert_eq!(heap[hero].hp, 9);
+    /// assert!(heap.find_path_of::<World>("World.Hero").is_none());
+    /// ```
+    pub fn find_path_of<T: Object>(&self, path: &str) -> Option<Obj<T>> {
+        self.downcast(self.find_path(path)?)
     }
 }

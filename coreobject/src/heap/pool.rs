@@ -15,6 +15,13 @@ impl Heap {
     /// pool's indices stay contiguous from 0), even if those objects have
     /// since been freed: as in Unreal, open it at start-up.
     ///
+    /// While it is open, every object created goes into the pool. Once the
+    /// pool is full, creating another is refused with
+    /// [`PoolError::Full`] ([`Heap::try_create`], [`Spawn::create`](crate::Spawn::create);
+    /// [`Heap::create`] panics with that message, and
+    /// [`Heap::class_default`] gives `None`) rather than making an object
+    /// the collector could free: close the pool first, or make it larger.
+    ///
     /// ```
     /// use coreobject::{Heap, HeapConfig, Object};
     /// #[derive(Object, Default)]
@@ -26,6 +33,23 @@ impl Heap {
     /// heap.collect().unwrap();
     /// assert!(heap.contains(a));
     /// assert_eq!(heap.disregard_len(), 1);
+    /// ```
+    ///
+    /// A full pool refuses more objects while it is open:
+    ///
+    /// ```
+    /// use coreobject::{Error, Heap, HeapConfig, Object, PoolError};
+    /// #[derive(Object, Default)]
+    /// struct Asset;
+    /// let mut heap = Heap::with_config(HeapConfig { disregard_pool_size: 2, ..HeapConfig::DEFAULT }).unwrap();
+    /// heap.open_disregard_for_gc().unwrap();
+    /// heap.create(Asset);
+    /// heap.create(Asset);
+    /// assert_eq!(heap.try_create(Asset).unwrap_err(), Error::DisregardPool(PoolError::Full));
+    /// heap.close_disregard_for_gc();
+    /// let ordinary = heap.create(Asset); // outside the pool: collectable
+    /// assert_eq!(heap.disregard_len(), 2);
+    /// assert!(!heap.flags_of(ordinary).unwrap().disregard);
     /// ```
     pub fn open_disregard_for_gc(&mut self) -> Result<(), Error> {
         let pool = self.array.pool();
@@ -51,11 +75,19 @@ impl Heap {
         if !self.array.pool().open {
             return;
         }
-        self.array.sync();
+        self.array.release_refused();
         let end = self.array.high_water().min(self.array.pool().capacity);
         let pool = self.array.pool_mut();
         pool.end = end;
         pool.open = false;
+    }
+
+    /// Why a creation found no slot, if the pool is the reason: it is open
+    /// and full.
+    #[cold]
+    pub(super) fn pool_refusal(&self) -> Option<Error> {
+        let pool = self.array.pool();
+        (pool.open && self.array.high_water() >= pool.capacity).then(|| PoolError::Full.into())
     }
 
     /// Disables the pool for good (Unreal's `DisableDisregardForGC`). Objects

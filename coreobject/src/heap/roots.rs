@@ -96,7 +96,7 @@ impl Heap {
             class_default: f & flags::DEFAULT_OBJECT != 0,
             has_hooks: f & flags::HOOKS != 0,
             strong_count: item.refcount(),
-            cluster_root: Some(item.cluster_root()).filter(|&r| r != 0),
+            cluster_root: item.cluster_root().checked_sub(1),
         })
     }
 
@@ -155,7 +155,7 @@ impl Heap {
         let h = h.into();
         self.array.lookup(h, flags::UNREACHABLE)?;
         if self.array.at(h.index()).clear(flags::GARBAGE) & flags::GARBAGE != 0 {
-            self.gc.note_cleared_garbage(h);
+            self.gc.note_revived(h);
         }
         Ok(())
     }
