@@ -399,7 +399,10 @@
 //! ## Inside the crate
 //!
 //! For contributors and the curious: `ls src` is the architecture, one
-//! concept per module.
+//! concept per module. The design decisions behind it, how the crate is
+//! tested and what is not done yet are in the contributor chapter,
+//! `CONTRIBUTING.md` at the root of the repository; every measurement, with
+//! the command that produces it, is in `BENCHMARKS.md` beside it.
 //!
 //! * **`heap/`**: [`Heap`], a facade with private fields, one file per
 //!   topic of its methods: `create.rs` (creating, class defaults),

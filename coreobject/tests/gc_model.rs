@@ -691,13 +691,24 @@ const MAX_OPS: usize = if cfg!(miri) { 25 } else { 160 };
 /// run on rayon and crossbeam, which miri stops in (see `tests/parallel.rs`).
 const THREADS: &[usize] = if cfg!(miri) { &[1] } else { &[1, 2, 4] };
 
+/// Full size or the default run's: `COREOBJECT_FULL_TESTS=1` (CI's test
+/// step) runs the full count; a plain `cargo test --workspace` runs
+/// less, to stay quick.
+fn full_tests() -> bool {
+    std::env::var_os("COREOBJECT_FULL_TESTS").is_some_and(|v| v != "0")
+}
+
 proptest! {
     #![proptest_config(if cfg!(miri) {
         // Under miri: a few cases, and no regression file (its isolation
         // keeps the file system away).
         ProptestConfig { cases: 2, failure_persistence: None, ..ProptestConfig::default() }
     } else {
-        ProptestConfig { cases: 256, ..ProptestConfig::default() }
+        // A quarter of the cases by default; all of them in CI.
+        ProptestConfig {
+            cases: if full_tests() { 256 } else { 64 },
+            ..ProptestConfig::default()
+        }
     })]
 
     /// Each history runs on 1, 2 and 4 marking threads (more than this

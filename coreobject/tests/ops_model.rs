@@ -33,8 +33,9 @@
 //! collection stats, running totals and hook counts must match a plain
 //! breadth-first search from the model's roots.
 //!
-//! `ops_model_ci` runs about a million operations. `ops_model_long` is
-//! ignored and runs a hundred million (`OPS=<count>` overrides):
+//! `ops_model_ci` runs about 250,000 operations, and about a million with
+//! `COREOBJECT_FULL_TESTS=1` (CI). `ops_model_long` is ignored and runs a
+//! hundred million (`OPS=<count>` overrides):
 //!
 //! ```text
 //! cargo test -p coreobject --release --test ops_model -- --ignored ops_model_long --nocapture
@@ -2079,10 +2080,17 @@ fn drive(total: usize, run_len: usize, base_seed: u64) -> (usize, Coverage) {
 /// times, short enough that checking every handle ever issued stays cheap.
 const RUN_LEN: usize = 5_000;
 
-/// About a million operations, in debug builds too (CI's `cargo test
-/// --workspace`): about 5 s of CPU in release and 70 s in debug, spread over
-/// up to four threads. If it gets slow in debug, scale `total` with
-/// `cfg!(debug_assertions)`.
+/// Full size or the default run's: `COREOBJECT_FULL_TESTS=1` (CI's test
+/// step) runs the full count; a plain `cargo test --workspace` runs
+/// less, to stay quick.
+fn full_tests() -> bool {
+    std::env::var_os("COREOBJECT_FULL_TESTS").is_some_and(|v| v != "0")
+}
+
+/// About 250,000 operations by default and a million at full size (CI's
+/// `COREOBJECT_FULL_TESTS=1 cargo test --workspace`), in debug builds too:
+/// the million is about 5 s of CPU in release and 70 s in debug, spread
+/// over up to four threads.
 #[test]
 fn ops_model_ci() {
     if cfg!(miri) {
@@ -2090,7 +2098,7 @@ fn ops_model_ci() {
         drive(1, 20, 0);
         return;
     }
-    let total = 1_000_000;
+    let total = if full_tests() { 1_000_000 } else { 250_000 };
     let (_, cov) = drive(total, RUN_LEN, 0);
     for (i, &n) in cov.iter().enumerate() {
         assert!(n > 0, "no run exercised `{}`", ev_name(i));

@@ -596,6 +596,13 @@ fn collect_in(heap: &mut Heap, budget: Option<usize>) -> coreobject::CollectStat
     }
 }
 
+/// Full size or the default run's: `COREOBJECT_FULL_TESTS=1` (CI's test
+/// step) runs the full count; a plain `cargo test --workspace` runs
+/// less, to stay quick.
+fn full_tests() -> bool {
+    std::env::var_os("COREOBJECT_FULL_TESTS").is_some_and(|v| v != "0")
+}
+
 /// Claims race: workers claim an object with a plain load and store of its
 /// byte, so two may claim and scan the same object at once; the marked
 /// count must still count it once, and no object may be lost. Hubs that
@@ -612,8 +619,14 @@ fn collect_in(heap: &mut Heap, budget: Option<usize>) -> coreobject::CollectStat
 )]
 fn racing_claims_mark_each_object_once_and_lose_none() {
     const HUBS: usize = if cfg!(miri) { 3 } else { 16 };
-    const LEAVES: usize = if cfg!(miri) { 100 } else { 20_000 };
-    const RANDOM: usize = if cfg!(miri) { 100 } else { 30_000 };
+    // A quarter of the full size by default; full size in CI.
+    let (leaves_n, random_n) = if cfg!(miri) {
+        (100, 100)
+    } else if full_tests() {
+        (20_000, 30_000)
+    } else {
+        (5_000, 7_500)
+    };
     const EDGES: usize = 8;
     for threads in [2, 4] {
         for budget in [None, Some(if cfg!(miri) { 50 } else { 3_000 })] {
@@ -637,7 +650,7 @@ fn racing_claims_mark_each_object_once_and_lose_none() {
                 hs.len() - 1
             };
             let hubs: Vec<usize> = (0..HUBS).map(|_| new(&mut heap, &mut edges)).collect();
-            let leaves: Vec<usize> = (0..LEAVES).map(|_| new(&mut heap, &mut edges)).collect();
+            let leaves: Vec<usize> = (0..leaves_n).map(|_| new(&mut heap, &mut edges)).collect();
             for &l in &leaves {
                 let kid = new(&mut heap, &mut edges);
                 edges[l].push(kid);
@@ -645,24 +658,24 @@ fn racing_claims_mark_each_object_once_and_lose_none() {
             for &h in &hubs {
                 edges[h] = leaves.clone();
             }
-            let random: Vec<usize> = (0..RANDOM).map(|_| new(&mut heap, &mut edges)).collect();
+            let random: Vec<usize> = (0..random_n).map(|_| new(&mut heap, &mut edges)).collect();
             for &r in &random {
                 for _ in 0..EDGES {
-                    edges[r].push(random[rng.below(RANDOM)]);
+                    edges[r].push(random[rng.below(random_n)]);
                 }
             }
             // Hubs reach into the random graph too, and it back into the leaves.
             for (k, &h) in hubs.iter().enumerate() {
                 edges[h].push(random[k]);
             }
-            for _ in 0..RANDOM / 10 {
-                let r = random[rng.below(RANDOM)];
-                edges[r].push(leaves[rng.below(LEAVES)]);
+            for _ in 0..random_n / 10 {
+                let r = random[rng.below(random_n)];
+                edges[r].push(leaves[rng.below(leaves_n)]);
             }
             // Unreachable objects, for the purge to find.
             for _ in 0..1000 {
                 let g = new(&mut heap, &mut edges);
-                edges[g].push(leaves[rng.below(LEAVES)]);
+                edges[g].push(leaves[rng.below(leaves_n)]);
             }
             let hs = hs;
             for (k, e) in edges.iter().enumerate() {
@@ -698,14 +711,14 @@ fn racing_claims_mark_each_object_once_and_lose_none() {
                 alive = seen;
                 // Cut: every hub loses a slice of the leaves, and some random
                 // objects lose their edges.
-                let quarter = LEAVES / 4;
+                let quarter = leaves_n / 4;
                 for (j, &h) in hubs.iter().enumerate() {
                     // Leaves are numbered from `HUBS` on, in order.
                     let a = HUBS + (j * 7 + round * 3) % 4 * quarter;
                     edges[h].retain(|t| !(a..a + quarter).contains(t));
                 }
-                for _ in 0..RANDOM / 20 {
-                    edges[random[rng.below(RANDOM)]].clear();
+                for _ in 0..random_n / 20 {
+                    edges[random[rng.below(random_n)]].clear();
                 }
                 for k in 0..hs.len() {
                     edges[k].retain(|&t| alive[t]);

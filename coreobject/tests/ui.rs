@@ -22,12 +22,20 @@
 //! `StrongObj`, `Obj`, `Weak` and `AnyObj` are `Send + Sync` on purpose
 //! (`gc_control.rs` checks that), so there is no compile-fail case for them.
 //! Regenerate the expected output with `TRYBUILD=overwrite`.
+//!
+//! Ignored by a plain `cargo test --workspace`: trybuild compiles its cases
+//! in a project of its own, which on a fresh checkout first checks every
+//! dependency and dev-dependency again (about two minutes on two cores).
+//! CI runs it in its own step, and so can you:
+//!
+//! ```text
+//! cargo test -p coreobject --test ui -- --ignored
+//! ```
+//!
+//! (Miri never runs it: trybuild runs cargo and rustc as processes.)
 
 #[test]
-#[cfg_attr(
-    miri,
-    ignore = "trybuild runs cargo and rustc as processes, which miri cannot"
-)]
+#[ignore = "compile-fail cases, slow on a fresh checkout: cargo test -p coreobject --test ui -- --ignored"]
 fn ui() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/*.rs");
