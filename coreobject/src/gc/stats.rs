@@ -164,9 +164,15 @@ pub struct Tick {
 }
 
 impl Tick {
-    /// Whether the tick did anything at all.
+    /// Whether the tick did anything at all: ran a slice of a cycle (even
+    /// one whose budget was gone before its first unit of work), started or
+    /// completed one, or freed objects.
     pub fn did_work(&self) -> bool {
-        self.started.is_some() || self.completed.is_some() || self.work > 0 || self.freed > 0
+        self.began_in != Phase::Idle
+            || self.started.is_some()
+            || self.completed.is_some()
+            || self.work > 0
+            || self.freed > 0
     }
 }
 
