@@ -6,6 +6,8 @@
 //! `coreobject::Trace`) has the attribute table; the `coreobject` crate
 //! docs have runnable examples.
 
+mod save;
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
@@ -106,6 +108,8 @@ fn type_opts(attrs: &[Attribute], is_object: bool) -> Result<TypeOpts> {
             } else if meta.path.is_ident("interior_mut") {
                 let lit: syn::LitBool = meta.value()?.parse()?;
                 opts.interior_mut = Some(lit.value);
+            } else if save::type_option(&meta, is_object)? {
+                // `save`, `version`, `migrate`, `rename_from`: see save.rs.
             } else if meta.path.is_ident("skip") {
                 return Err(meta.error("`#[object(skip)]` goes on a field, not on the type"));
             } else {
@@ -129,6 +133,8 @@ fn is_skipped(attrs: &[Attribute]) -> Result<bool> {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("skip") {
                 skip = true;
+                Ok(())
+            } else if save::field_option(&meta)? {
                 Ok(())
             } else {
                 Err(meta.error("unknown field option; the only one is `#[object(skip)]`"))
@@ -421,6 +427,7 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
         .clone()
         .unwrap_or_else(|| LitStr::new(&ident.to_string(), Span::call_site()));
     let infos = field_infos(&fields);
+    let (save_impl, save_static, save_desc) = save::expand(&input)?;
     let cluster = if opts.no_cluster {
         quote!(
             const CAN_BE_IN_CLUSTER: bool = false;
@@ -441,6 +448,7 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
     Ok(quote! {
         #trace_impl
         #lifecycle
+        #save_impl
         // SAFETY: `class` returns the one `static` built by
         // `Class::new::<#ident>`, the contract of `Object`.
         unsafe impl ::coreobject::Object for #ident {
@@ -452,12 +460,14 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
                     (&::coreobject::__private::Probe::<#ident>(::core::marker::PhantomData)).make_default()
                 }
                 static __FIELDS: &[::coreobject::FieldInfo] = &[#infos];
+                #save_static
                 static __CLASS: ::coreobject::Class = ::coreobject::Class::new::<#ident>(
                     ::coreobject::ClassDesc {
                         name: #class_name,
                         path: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#ident)),
                         fields: __FIELDS,
                         make_default: __make_default,
+                        save: #save_desc,
                     },
                 );
                 &__CLASS

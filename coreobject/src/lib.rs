@@ -528,6 +528,7 @@ mod listener;
 mod names;
 mod object;
 mod referencer;
+pub mod save;
 pub mod serial;
 mod strong;
 mod sync;
