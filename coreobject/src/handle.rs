@@ -351,7 +351,9 @@ impl<T: 'static> Handle for Weak<T> {
 fn serialize_handle<S: serde::Serializer>(h: AnyObj, weak: bool, s: S) -> Result<S::Ok, S::Error> {
     match crate::save::handles::save_index(h, weak) {
         Some(i) => s.serialize_i32(i),
-        None => Err(serde::ser::Error::custom(crate::save::handles::OUTSIDE_SAVE)),
+        None => Err(serde::ser::Error::custom(
+            crate::save::handles::OUTSIDE_SAVE,
+        )),
     }
 }
 

@@ -131,7 +131,11 @@ fn build(r: &Recipe, all_named: bool) -> Built {
     let mut leaves = Vec::new();
     for l in 0..r.leaves {
         let s = heap.spawn(Leaf { x: l as u32 * 7 }).root();
-        let s = if all_named { s.name(format!("Leaf_{l}")) } else { s };
+        let s = if all_named {
+            s.name(format!("Leaf_{l}"))
+        } else {
+            s
+        };
         leaves.push(s.create().unwrap());
     }
     for (i, n) in r.nodes.iter().enumerate() {
@@ -179,8 +183,19 @@ fn build(r: &Recipe, all_named: bool) -> Built {
     Built { heap, nodes, freed }
 }
 
+/// A node's fields: value, label, strong, weak, any, by key, scratch.
+type NodeView = (
+    i64,
+    String,
+    Vec<Ref>,
+    Option<Ref>,
+    Option<Ref>,
+    Vec<(u8, Ref)>,
+    u32,
+);
+
 /// Everything observable about one object, with handles turned into
-/// indices of `order` (or, for handles outside it, by `outside`).
+/// positions in the list viewed (or paths, for objects outside it).
 #[derive(Debug, PartialEq, Eq)]
 struct View {
     class: &'static str,
@@ -188,7 +203,7 @@ struct View {
     outer: Option<Ref>,
     rooted: bool,
     pool: bool,
-    value: Option<(i64, String, Vec<Ref>, Option<Ref>, Option<Ref>, Vec<(u8, Ref)>, u32)>,
+    value: Option<NodeView>,
     leaf: Option<u32>,
     cluster: Option<(Ref, BTreeSet<Ref>)>,
 }
@@ -263,7 +278,10 @@ fn loaded_form(mut v: View, instantiate: bool) -> View {
         v.cluster = match v.cluster {
             Some((Ref::In(r), members)) => Some((
                 Ref::In(r),
-                members.into_iter().filter(|m| matches!(m, Ref::In(_))).collect(),
+                members
+                    .into_iter()
+                    .filter(|m| matches!(m, Ref::In(_)))
+                    .collect(),
             )),
             _ => None,
         };
@@ -437,22 +455,47 @@ proptest! {
 #[test]
 fn errors_name_what_and_where() {
     let heap = Heap::new();
-    heap.spawn(Node { value: 1, ..Node::default() }).name("A").root().create().unwrap();
+    heap.spawn(Node {
+        value: 1,
+        ..Node::default()
+    })
+    .name("A")
+    .root()
+    .create()
+    .unwrap();
     let mut bytes = Vec::new();
     heap.save(Selection::all(), &mut bytes).unwrap();
 
     let mut target = Heap::new();
     let err = |b: &[u8], t: &mut Heap| t.load(b).unwrap_err();
     assert!(matches!(err(b"nope", &mut target), LoadError::BadMagic));
-    assert!(matches!(err(&bytes[..3], &mut target), LoadError::Truncated { .. }));
+    assert!(matches!(
+        err(&bytes[..3], &mut target),
+        LoadError::Truncated { .. }
+    ));
     let mut v = bytes.clone();
     v[6] = 9; // format version
-    assert!(matches!(err(&v, &mut target), LoadError::Version { found: 9, .. }));
+    assert!(matches!(
+        err(&v, &mut target),
+        LoadError::Version { found: 9, .. }
+    ));
     let cut = err(&bytes[..bytes.len() - 1], &mut target);
-    assert!(matches!(cut, LoadError::Truncated { what: "payloads", .. }), "{cut}");
+    assert!(
+        matches!(
+            cut,
+            LoadError::Truncated {
+                what: "payloads",
+                ..
+            }
+        ),
+        "{cut}"
+    );
     // Load twice: the second copy's name is taken at the top level.
     target.load(&bytes[..]).unwrap();
     let taken = err(&bytes, &mut target);
-    assert!(matches!(taken, LoadError::NameTaken { ref path, .. } if path == "A"), "{taken}");
+    assert!(
+        matches!(taken, LoadError::NameTaken { ref path, .. } if path == "A"),
+        "{taken}"
+    );
     assert_eq!(target.len(), 1);
 }

@@ -10,9 +10,7 @@ use crate::config::HeapConfig;
 use crate::error::Error;
 use crate::handle::{AnyObj, Obj};
 use crate::names::NameArg;
-use crate::save::{
-    self, LoadError, LoadOptions, Loaded, SaveError, SaveOptions, Saved, Selection,
-};
+use crate::save::{self, LoadError, LoadOptions, Loaded, SaveError, SaveOptions, Saved, Selection};
 use crate::serial::{self, TagLease};
 
 use super::Heap;
@@ -65,11 +63,14 @@ impl Heap {
         let (pkg, mut saved) = save::build(self, &selection, options)?;
         let mut out = Vec::with_capacity(pkg.data.len() + 64 * pkg.exports.len() + 1024);
         match options.format {
-            save::Format::Json => pkg.write_json(&mut out).map_err(|message| SaveError::Encode {
-                class: "",
-                field: "",
-                message,
-            })?,
+            save::Format::Json => {
+                pkg.write_json(&mut out)
+                    .map_err(|message| SaveError::Encode {
+                        class: "",
+                        field: "",
+                        message,
+                    })?
+            }
             _ => pkg.write_binary(&mut out),
         }
         writer.write_all(&out)?;

@@ -41,7 +41,9 @@ pub enum SaveError {
     #[error("no live object {0:?} to save")]
     NotAlive(AnyObj),
     /// Two different classes would be saved under one name.
-    #[error("two classes are named `{name}` ({first} and {second}): give one #[object(name = \"…\")]")]
+    #[error(
+        "two classes are named `{name}` ({first} and {second}): give one #[object(name = \"…\")]"
+    )]
     ClassNameClash {
         /// The shared name.
         name: &'static str,
@@ -100,7 +102,9 @@ pub enum LoadError {
     #[error("malformed text package: {0}")]
     Text(String),
     /// A class in the package is not registered (see [`register`](super::register)).
-    #[error("unknown class `{name}`: register it with coreobject::save::register::<T>() before loading")]
+    #[error(
+        "unknown class `{name}`: register it with coreobject::save::register::<T>() before loading"
+    )]
     UnknownClass {
         /// The class name in the package.
         name: String,

@@ -16,7 +16,8 @@ use crate::handle::AnyObj;
 /// What a handle serialized outside a save says.
 pub(crate) const OUTSIDE_SAVE: &str =
     "a coreobject handle can only be serialized by Heap::save: its index and serial mean nothing outside its heap";
-const OUTSIDE_LOAD: &str = "a coreobject handle can only be deserialized by Heap::load or Heap::restore";
+const OUTSIDE_LOAD: &str =
+    "a coreobject handle can only be deserialized by Heap::load or Heap::restore";
 
 /// The handle that unresolved imports and dangling references load as: heap
 /// tag 0, which no heap has, so it never resolves.

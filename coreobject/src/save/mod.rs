@@ -199,8 +199,8 @@ use crate::handle::AnyObj;
 
 pub use error::{FieldError, LoadError, SaveError};
 pub use package::Format;
-pub use registry::register;
 pub(crate) use read::{instantiate, restore};
+pub use registry::register;
 pub(crate) use write::build;
 
 /// A class that can be saved: written by `#[object(save)]`.
@@ -445,10 +445,26 @@ pub struct SaveOptions {
 impl SaveOptions {
     /// The JSON form.
     pub fn json() -> SaveOptions {
-        SaveOptions {
-            format: Format::Json,
-            ..SaveOptions::default()
-        }
+        SaveOptions::default().with_format(Format::Json)
+    }
+
+    /// These options in another format.
+    pub fn with_format(mut self, format: Format) -> SaveOptions {
+        self.format = format;
+        self
+    }
+
+    /// These options with another rule for weak handles to objects outside
+    /// the save.
+    ///
+    /// ```
+    /// use coreobject::save::{SaveOptions, WeakOutside};
+    /// let o = SaveOptions::json().with_weak_outside(WeakOutside::None);
+    /// assert_eq!(o.weak_outside, WeakOutside::None);
+    /// ```
+    pub fn with_weak_outside(mut self, rule: WeakOutside) -> SaveOptions {
+        self.weak_outside = rule;
+        self
     }
 }
 

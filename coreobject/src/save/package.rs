@@ -296,7 +296,10 @@ impl Package {
         }
         let flags = r.u32("flags")?;
         if flags > 1 {
-            return Err(malformed(format!("unknown package flags {flags:#x}"), r.pos));
+            return Err(malformed(
+                format!("unknown package flags {flags:#x}"),
+                r.pos,
+            ));
         }
         let n = r.count("string count")?;
         p.strings.reserve(n);

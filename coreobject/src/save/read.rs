@@ -50,6 +50,9 @@ pub(crate) fn new_batch<T: SaveObject>() -> Box<dyn Batch> {
     Box::new(Typed::<T>(Vec::new()))
 }
 
+/// Per class: its decoded objects, and their exports in order.
+type Decoded = (Vec<Box<dyn Batch>>, Vec<Vec<u32>>);
+
 /// A package whose tables are checked, its classes found and planned.
 struct Checked<'p> {
     pkg: &'p Package,
@@ -134,7 +137,10 @@ fn check(pkg: &Package) -> Result<Checked<'_>, LoadError> {
                 0,
             ));
         }
-        let name = e.name.map(|n| name_text(pkg, n, "export name")).transpose()?;
+        let name = e
+            .name
+            .map(|n| name_text(pkg, n, "export name"))
+            .transpose()?;
         export_names.push(name);
     }
     // An export's outer chain must end too: outers among exports form a
@@ -219,9 +225,8 @@ impl Checked<'_> {
 
     /// Decodes every export into per-class batches, with `cx` as the load in
     /// progress. Returns the batches and, per class, its exports in order.
-    fn decode(&self, cx: LoadCx) -> Result<(Vec<Box<dyn Batch>>, Vec<Vec<u32>>), LoadError> {
-        let mut batches: Vec<Box<dyn Batch>> =
-            self.plans.iter().map(|p| (p.vt.batch)()).collect();
+    fn decode(&self, cx: LoadCx) -> Result<Decoded, LoadError> {
+        let mut batches: Vec<Box<dyn Batch>> = self.plans.iter().map(|p| (p.vt.batch)()).collect();
         let mut members = vec![Vec::new(); self.plans.len()];
         let res = handles::loading(cx, || -> Result<(), LoadError> {
             let (mut file, mut current) = (Vec::new(), Vec::new());
@@ -311,7 +316,11 @@ pub(crate) fn instantiate(
                         path: c.import_path(i),
                         class: want.clone(),
                     };
-                    let via = opts.resolver.as_mut().and_then(|r| r(&path)).and_then(matches);
+                    let via = opts
+                        .resolver
+                        .as_mut()
+                        .and_then(|r| r(&path))
+                        .and_then(matches);
                     if via.is_none() {
                         unresolved.push(path);
                     }
@@ -529,11 +538,10 @@ pub(crate) fn restore(input: Vec<u8>, config: Option<HeapConfig>) -> Result<Heap
     heap.restore_pool(rec.pool_end);
     for (k, e) in pkg.exports.iter().enumerate() {
         if e.flags & xflags::ROOT != 0 {
-            heap.add_to_root(handles[k])
-                .map_err(|e| LoadError::Slot {
-                    index: handles[k].index(),
-                    reason: e.to_string(),
-                })?;
+            heap.add_to_root(handles[k]).map_err(|e| LoadError::Slot {
+                index: handles[k].index(),
+                reason: e.to_string(),
+            })?;
         }
     }
     for (root, list) in &pkg.clusters {

@@ -118,10 +118,13 @@ impl<'p> Plan<'p> {
 
 /// String `i` of the package.
 pub(crate) fn string<'p>(pkg: &'p Package, i: u32, what: &str) -> Result<&'p str, LoadError> {
-    pkg.strings.get(i as usize).map(String::as_str).ok_or_else(|| {
-        malformed(
-            format!("{what}: string {i} of {} out of range", pkg.strings.len()),
-            0,
-        )
-    })
+    pkg.strings
+        .get(i as usize)
+        .map(String::as_str)
+        .ok_or_else(|| {
+            malformed(
+                format!("{what}: string {i} of {} out of range", pkg.strings.len()),
+                0,
+            )
+        })
 }
