@@ -1110,6 +1110,14 @@ impl Names {
         Some(self.table.display(r.base, r.number).into_owned())
     }
 
+    /// The name of the object in slot `index` as its base's id, the base's
+    /// text and the stored number (number + 1, or 0), with no string work
+    /// (for saving).
+    pub(crate) fn name_parts(&self, index: u32) -> Option<(u32, &str, u32)> {
+        let r = self.recs.named(index)?;
+        Some((r.base, self.table.text(r.base), r.number))
+    }
+
     /// The name of the object in slot `index`.
     pub(crate) fn name(&self, index: u32) -> Option<Name> {
         let r = self.recs.named(index)?;

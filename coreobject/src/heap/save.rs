@@ -61,7 +61,7 @@ impl Heap {
         mut writer: impl Write,
     ) -> Result<Saved, SaveError> {
         let (pkg, mut saved) = save::build(self, &selection, options)?;
-        let mut out = Vec::with_capacity(pkg.data.len() + 64 * pkg.exports.len() + 1024);
+        let mut out = Vec::with_capacity(16 * pkg.exports.len() + 1024);
         match options.format {
             save::Format::Json => {
                 pkg.write_json(&mut out)
@@ -69,13 +69,19 @@ impl Heap {
                         class: "",
                         field: "",
                         message,
-                    })?
+                    })?;
+                writer.write_all(&out)?;
+                saved.bytes = out.len();
             }
-            _ => pkg.write_binary(&mut out),
+            _ => {
+                debug_assert!(pkg.payloads_in_order());
+                pkg.write_binary_head(&mut out);
+                writer.write_all(&out)?;
+                writer.write_all(&pkg.data)?;
+                saved.bytes = out.len() + pkg.data.len();
+            }
         }
-        writer.write_all(&out)?;
         writer.flush()?;
-        saved.bytes = out.len();
         Ok(saved)
     }
 
@@ -192,6 +198,11 @@ impl Heap {
     pub(crate) fn object_ref(&self, h: AnyObj) -> Option<ObjectRef<'_>> {
         let o = self.array.slot(&self.names, h.index())?;
         (o.id() == h && !self.array.hides(h.index(), o.flags())).then_some(o)
+    }
+
+    /// The name index, read-locked (no name may be taken while it is held).
+    pub(crate) fn save_names(&self) -> parking_lot::RwLockReadGuard<'_, crate::names::Names> {
+        self.names.read()
     }
 
     pub(crate) fn save_chunks(&self) -> Arc<Chunks> {

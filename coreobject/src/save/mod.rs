@@ -234,6 +234,8 @@ pub struct SaveVtable {
     pub(crate) fields: &'static [SavedField],
     pub(crate) renamed_from: &'static [&'static str],
     pub(crate) save: fn(&ObjectRef<'_>, &mut FieldWriter<'_>) -> Result<(), SaveError>,
+    /// Starts loading what saving the object will look up for its handles.
+    pub(crate) ahead: fn(&ObjectRef<'_>, &mut write::Ahead<'_>),
     pub(crate) batch: fn() -> Box<dyn read::Batch>,
 }
 
@@ -255,6 +257,7 @@ impl SaveVtable {
             fields: T::FIELDS,
             renamed_from: T::RENAMED_FROM,
             save: save_one::<T>,
+            ahead: write::ahead::<T>,
             batch: read::new_batch::<T>,
         }
     }
@@ -284,16 +287,8 @@ impl FieldWriter<'_> {
         // One byte for the length, the common case; moved if it needs more.
         self.out.push(0);
         let res = match self.format {
-            Format::Binary => {
-                let out = std::mem::take(self.out);
-                match postcard::to_extend(value, out) {
-                    Ok(v) => {
-                        *self.out = v;
-                        Ok(())
-                    }
-                    Err(e) => Err(e.to_string()),
-                }
-            }
+            Format::Binary => postcard::serialize_with_flavor(value, Append(&mut *self.out))
+                .map_err(|e| e.to_string()),
             Format::Json => serde_json::to_writer(&mut *self.out, value).map_err(|e| e.to_string()),
         };
         let field = self.fields.get(self.next).map_or("?", |f| f.name);
@@ -314,6 +309,26 @@ impl FieldWriter<'_> {
             package::put(&mut prefix, len as u64);
             self.out.splice(start..start + 1, prefix);
         }
+        Ok(())
+    }
+}
+
+/// postcard's output straight onto the end of a `Vec`.
+struct Append<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for Append<'_> {
+    type Output = ();
+    #[inline]
+    fn try_push(&mut self, b: u8) -> postcard::Result<()> {
+        self.0.push(b);
+        Ok(())
+    }
+    #[inline]
+    fn try_extend(&mut self, b: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(b);
+        Ok(())
+    }
+    fn finalize(self) -> postcard::Result<()> {
         Ok(())
     }
 }

@@ -201,7 +201,29 @@ pub(crate) fn malformed(what: String, at: usize) -> LoadError {
 
 impl Package {
     /// The binary form.
+    #[cfg(test)]
     pub(crate) fn write_binary(&self, out: &mut Vec<u8>) {
+        self.write_binary_head(out);
+        for e in &self.exports {
+            out.extend_from_slice(&self.data[e.payload.0..e.payload.1]);
+        }
+    }
+
+    /// Whether the payloads are `data`, whole and in export order (so that
+    /// the binary form is the head, then `data`).
+    pub(crate) fn payloads_in_order(&self) -> bool {
+        let mut at = 0;
+        for e in &self.exports {
+            if e.payload.0 != at {
+                return false;
+            }
+            at = e.payload.1;
+        }
+        at == self.data.len()
+    }
+
+    /// The binary form up to the payloads: the payload bytes follow it.
+    pub(crate) fn write_binary_head(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(MAGIC);
         put(out, VERSION.into());
         put(out, u64::from(self.heap.is_some()));
@@ -274,9 +296,6 @@ impl Package {
         }
         let total: usize = self.exports.iter().map(|e| e.payload.1 - e.payload.0).sum();
         put(out, total as u64);
-        for e in &self.exports {
-            out.extend_from_slice(&self.data[e.payload.0..e.payload.1]);
-        }
     }
 
     /// Parses the binary form; the payloads stay where they are in `input`,

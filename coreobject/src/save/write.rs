@@ -41,6 +41,28 @@ impl Strings {
     }
 }
 
+/// Starts loading the export map's entries for an object's handles, a few
+/// objects before it is saved: the handles point anywhere in the heap.
+pub(crate) struct Ahead<'a>(&'a [(u32, u32)]);
+
+impl crate::trace::Visitor for Ahead<'_> {
+    #[inline(always)]
+    fn visit(&mut self, obj: AnyObj) {
+        if let Some(e) = self.0.get(obj.index() as usize) {
+            crate::trace::prefetch_line(e);
+        }
+    }
+}
+
+pub(crate) fn ahead<T: crate::Object>(o: &ObjectRef<'_>, a: &mut Ahead<'_>) {
+    if let Some(v) = o.downcast::<T>() {
+        crate::Trace::trace(v, a);
+    }
+}
+
+/// How many objects ahead the export map is prefetched.
+const AHEAD: usize = 8;
+
 /// The objects a selection saves, in index order.
 fn gather<'h>(heap: &'h Heap, sel: &Selection) -> Result<Vec<ObjectRef<'h>>, SaveError> {
     let saveable = |o: &ObjectRef<'_>| o.flags() & flags::DEFAULT_OBJECT == 0;
@@ -119,6 +141,9 @@ pub(crate) fn build(
     };
 
     let mut strings = Strings::default();
+    // Name bases by the name table's id: string ids.
+    let mut bases: FxHashMap<u32, u32> = FxHashMap::default();
+    let names = heap.save_names();
     let mut classes: Vec<ClassRec> = Vec::new();
     let mut class_ids: FxHashMap<*const Class, u32> = FxHashMap::default();
     let mut recs = Vec::with_capacity(objects.len());
@@ -148,8 +173,16 @@ pub(crate) fn build(
                 })
                 .unwrap_or(0)
             });
-            handles::with_save(|cx| cx.current = e as u32);
-            let name = heap.name_of(o.id()).map(|n| strings.name(&n));
+            let name = names.name_parts(o.id().index()).map(|(base, text, number)| {
+                let id = *bases.entry(base).or_insert_with(|| strings.id(text));
+                (id, number)
+            });
+            handles::with_save(|cx| {
+                cx.current = e as u32;
+                if let (ExportMap::Dense(map), Some(next)) = (&cx.exports, objects.get(e + AHEAD)) {
+                    (vts[e + AHEAD].ahead)(next, &mut Ahead(map));
+                }
+            });
             let mut fl = 0;
             if o.is_rooted() {
                 fl |= xflags::ROOT;
@@ -177,6 +210,7 @@ pub(crate) fn build(
         Ok(())
     })
     .ok_or(SaveError::Nested)?;
+    drop(names);
     res?;
 
     // Imports: each by class and name under its outer (an export or
