@@ -889,7 +889,7 @@ impl Names {
     /// [`insert`](Self::insert)ed or [`release`](Self::release)d, with no
     /// other change to the index in between.
     pub(crate) fn claim(&mut self, outer: Option<AnyObj>, name: &NameArg) -> Result<Key, Error> {
-        let mut key = match name {
+        let key = match name {
             NameArg::Text(s) => {
                 Names::check(s)?;
                 let (base, number) = split(s);
@@ -911,6 +911,29 @@ impl Names {
                 Key::new(outer, n.base, n.number)
             }
         };
+        self.take_key(key)
+    }
+
+    /// [`claim`](Self::claim) for a name already split into its base and
+    /// stored number (a saved package's), with no string work but the
+    /// base's lookup. Refuses a base that [`split`] would split further:
+    /// the pair must be the one the name's text splits into.
+    pub(crate) fn claim_parts(
+        &mut self,
+        outer: Option<AnyObj>,
+        base: &str,
+        number: u32,
+    ) -> Result<Key, Error> {
+        Names::check(base)?;
+        if split(base).1 != NO_NUMBER {
+            return Err(Error::InvalidName(base.to_owned()));
+        }
+        let id = self.table.intern(base);
+        self.take_key(Key::new(outer, id, number))
+    }
+
+    /// Counts a use of `key`'s base and finds the index entry it will take.
+    fn take_key(&mut self, mut key: Key) -> Result<Key, Error> {
         self.table.entries[key.base as usize].uses += 1;
         self.enter_range(&key);
         self.make_room();

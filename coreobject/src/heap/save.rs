@@ -9,7 +9,6 @@ use crate::class::Object;
 use crate::config::HeapConfig;
 use crate::error::Error;
 use crate::handle::{AnyObj, Obj};
-use crate::names::NameArg;
 use crate::save::{self, LoadError, LoadOptions, Loaded, SaveError, SaveOptions, Saved, Selection};
 use crate::serial::{self, TagLease};
 
@@ -250,20 +249,20 @@ impl Heap {
     }
 
     /// Names objects about to be placed in their slots (`wanted`: handle,
-    /// outer, name). On failure takes back the names given and returns the
-    /// position of the one refused.
+    /// outer, name base, stored number). On failure takes back the names
+    /// given and returns the position of the one refused.
     pub(crate) fn load_names(
         &mut self,
-        wanted: &[(AnyObj, Option<AnyObj>, String)],
+        wanted: &[(AnyObj, Option<AnyObj>, &str, u32)],
     ) -> Result<(), (usize, Error)> {
         let names = self.names.get_mut();
-        for (k, (h, outer, name)) in wanted.iter().enumerate() {
+        for (k, &(h, outer, base, number)) in wanted.iter().enumerate() {
             // A key is inserted right after its claim (nothing may change the
             // index in between); the slot is filled later, under `&mut self`.
-            match names.claim(*outer, &NameArg::Text(name.clone())) {
-                Ok(key) => names.insert(*h, key),
+            match names.claim_parts(outer, base, number) {
+                Ok(key) => names.insert(h, key),
                 Err(e) => {
-                    for (h, _, _) in &wanted[..k] {
+                    for (h, ..) in &wanted[..k] {
                         names.remove(h.index());
                     }
                     return Err((k, e));

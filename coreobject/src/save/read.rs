@@ -57,8 +57,7 @@ type Decoded = (Vec<Box<dyn Batch>>, Vec<Vec<u32>>);
 struct Checked<'p> {
     pkg: &'p Package,
     plans: Vec<Plan<'p>>,
-    /// Per export and import: its name as text.
-    export_names: Vec<Option<String>>,
+    /// Per import: its name as text.
     import_names: Vec<String>,
 }
 
@@ -118,7 +117,6 @@ fn check(pkg: &Package) -> Result<Checked<'_>, LoadError> {
             cur = pkg.imports[(-(i64::from(cur)) - 1) as usize].outer;
         }
     }
-    let mut export_names = Vec::with_capacity(pkg.exports.len());
     for (k, e) in pkg.exports.iter().enumerate() {
         if e.class as usize >= pkg.classes.len() {
             return Err(malformed(
@@ -137,11 +135,9 @@ fn check(pkg: &Package) -> Result<Checked<'_>, LoadError> {
                 0,
             ));
         }
-        let name = e
-            .name
-            .map(|n| name_text(pkg, n, "export name"))
-            .transpose()?;
-        export_names.push(name);
+        if let Some((base, _)) = e.name {
+            string(pkg, base, "export name")?;
+        }
     }
     // An export's outer chain must end too: outers among exports form a
     // forest. Colours: 0 unseen, 1 on the current chain, 2 done.
@@ -180,12 +176,17 @@ fn check(pkg: &Package) -> Result<Checked<'_>, LoadError> {
     Ok(Checked {
         pkg,
         plans,
-        export_names,
         import_names,
     })
 }
 
 impl Checked<'_> {
+    /// An export's name as text (checked to be in range).
+    fn export_name(&self, k: usize) -> Option<String> {
+        let n = self.pkg.exports[k].name?;
+        name_text(self.pkg, n, "export name").ok()
+    }
+
     /// An export's display path inside the package, for errors.
     fn export_path(&self, k: usize) -> String {
         let mut parts = Vec::new();
@@ -195,7 +196,7 @@ impl Checked<'_> {
                 0 => break,
                 i if i > 0 => {
                     let e = i as usize - 1;
-                    parts.push(self.export_names[e].clone().unwrap_or_else(|| {
+                    parts.push(self.export_name(e).unwrap_or_else(|| {
                         let c = self.plans[self.pkg.exports[e].class as usize].class;
                         format!("{}#{e}", c.name())
                     }));
@@ -210,6 +211,22 @@ impl Checked<'_> {
         }
         parts.reverse();
         parts.join(".")
+    }
+
+    /// Each named export's handle, outer, name base and stored number.
+    fn wanted_names(
+        &self,
+        handles: &[AnyObj],
+        outer_of: impl Fn(usize) -> Option<AnyObj>,
+    ) -> Vec<(AnyObj, Option<AnyObj>, &str, u32)> {
+        let pkg = self.pkg;
+        (0..pkg.exports.len())
+            .filter_map(|k| {
+                let (base, number) = pkg.exports[k].name?;
+                let base = pkg.strings[base as usize].as_str();
+                Some((handles[k], outer_of(k), base, number))
+            })
+            .collect()
     }
 
     fn import_path(&self, k: usize) -> String {
@@ -357,13 +374,11 @@ pub(crate) fn instantiate(
             o => imports[(-(i64::from(o)) - 1) as usize].map(|(h, _)| h),
         }
     };
-    let wanted: Vec<(AnyObj, Option<AnyObj>, String)> = (0..n)
-        .filter_map(|k| Some((handles[k], outer_of(k), c.export_names[k].clone()?)))
-        .collect();
+    let wanted = c.wanted_names(&handles, outer_of);
     if let Err((k, e)) = heap.load_names(&wanted) {
         heap.load_unreserve(&slots);
         let k = (0..n)
-            .filter(|&x| c.export_names[x].is_some())
+            .filter(|&x| pkg.exports[x].name.is_some())
             .nth(k)
             .unwrap_or(0);
         return Err(LoadError::NameTaken {
@@ -378,7 +393,7 @@ pub(crate) fn instantiate(
             .iter()
             .map(|&k| {
                 let k = k as usize;
-                let named = c.export_names[k].is_some();
+                let named = pkg.exports[k].name.is_some();
                 Place {
                     index: slots[k],
                     outer: outer_of(k),
@@ -500,12 +515,10 @@ pub(crate) fn restore(input: Vec<u8>, config: Option<HeapConfig>) -> Result<Heap
             _ => None,
         }
     };
-    let wanted: Vec<(AnyObj, Option<AnyObj>, String)> = (0..n)
-        .filter_map(|k| Some((handles[k], outer_of(k), c.export_names[k].clone()?)))
-        .collect();
+    let wanted = c.wanted_names(&handles, outer_of);
     if let Err((k, e)) = heap.load_names(&wanted) {
         let k = (0..n)
-            .filter(|&x| c.export_names[x].is_some())
+            .filter(|&x| pkg.exports[x].name.is_some())
             .nth(k)
             .unwrap_or(0);
         return Err(LoadError::NameTaken {
@@ -520,7 +533,7 @@ pub(crate) fn restore(input: Vec<u8>, config: Option<HeapConfig>) -> Result<Heap
                 let k = k as usize;
                 let e = &pkg.exports[k];
                 let mut f = 0;
-                if c.export_names[k].is_some() {
+                if e.name.is_some() {
                     f |= flags::NAMED;
                 }
                 if e.flags & xflags::POOL != 0 {
