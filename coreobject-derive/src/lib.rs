@@ -47,6 +47,9 @@ use syn::{
 /// | type | `#[object(interior_mut = false)]` | with `trace_with`: what `path` reads never changes behind `&self` (no re-scan on borrow); `= true` declares the opposite for any class |
 /// | type | `#[object(cluster = false)]` | objects of the class never join a GC cluster (Unreal's `CanBeInCluster`) |
 /// | field | `#[object(skip)]` | never trace this field; its type need not implement `Trace` |
+/// | type | `#[object(save)]` | objects of the class can be saved and loaded (`coreobject::save`); every field not `transient` needs serde's `Serialize` and `Deserialize` |
+/// | type | `#[object(version = 2, migrate = f, rename_from = "Old")]` | with `save`: the layout version, the hook run on files of another version, and old class names |
+/// | field | `#[object(transient)]`, `#[object(default = f)]`, `#[object(rename_from = "old")]` | with `save`: not saved (loads as `Default`); `f()` when a file lacks the field; the field's old names |
 ///
 /// Examples: the `coreobject` crate docs (a first heap, `trace_with`) and
 /// `coreobject::Lifecycle` (destruction hooks).

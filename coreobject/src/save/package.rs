@@ -624,6 +624,93 @@ impl Package {
 mod tests {
     use super::*;
 
+    fn sample() -> Package {
+        let mut data = Vec::new();
+        put(&mut data, 2);
+        data.extend_from_slice(b"hi");
+        Package {
+            format: Format::Binary,
+            strings: vec!["Crate".into(), "weight".into(), "Port".into()],
+            classes: vec![ClassRec {
+                name: 0,
+                version: 3,
+                fields: vec![1],
+            }],
+            imports: vec![ImportRec {
+                class: 0,
+                outer: 0,
+                name: (2, 0),
+            }],
+            exports: vec![
+                ExportRec {
+                    class: 0,
+                    outer: -1,
+                    name: Some((2, 8)),
+                    flags: xflags::ROOT,
+                    payload: (0, 3),
+                },
+                ExportRec {
+                    class: 0,
+                    outer: 1,
+                    name: None,
+                    flags: 0,
+                    payload: (3, 3),
+                },
+            ],
+            clusters: vec![(0, vec![1])],
+            heap: Some(HeapRec {
+                tag: 7,
+                floor: 0,
+                limit: 99,
+                generation_bits: 22,
+                cap: 1000,
+                pool_capacity: 0,
+                pool_end: 0,
+                slots: vec![(3, 1), (70, 5)],
+                free: vec![(4, 2), (5, 0)],
+            }),
+            data,
+        }
+    }
+
+    #[test]
+    fn binary_round_trips_and_every_prefix_is_refused() {
+        let p = sample();
+        let mut out = Vec::new();
+        p.write_binary(&mut out);
+        let back = Package::read_binary(out.clone()).unwrap();
+        assert_eq!(back.strings, p.strings);
+        assert_eq!(back.classes, p.classes);
+        assert_eq!(back.imports, p.imports);
+        assert_eq!(back.clusters, p.clusters);
+        assert_eq!(back.heap, p.heap);
+        let payloads: Vec<&[u8]> = back
+            .exports
+            .iter()
+            .map(|e| &back.data[e.payload.0..e.payload.1])
+            .collect();
+        assert_eq!(payloads, [&p.data[..], &[][..]]);
+        for n in 0..out.len() {
+            assert!(Package::parse(out[..n].to_vec()).is_err(), "prefix {n}");
+        }
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let mut p = sample();
+        // JSON payloads are JSON texts.
+        p.data.clear();
+        put(&mut p.data, 2);
+        p.data.extend_from_slice(b"40");
+        p.exports[0].payload = (0, 3);
+        p.exports[1].payload = (3, 3);
+        let mut out = Vec::new();
+        p.write_json(&mut out).unwrap();
+        let back = Package::parse(out).unwrap();
+        assert_eq!(back.format, Format::Json);
+        assert_eq!((back.exports, back.data), (p.exports, p.data));
+    }
+
     #[test]
     fn varints_round_trip() {
         for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {

@@ -173,10 +173,12 @@ pub(crate) fn build(
                 })
                 .unwrap_or(0)
             });
-            let name = names.name_parts(o.id().index()).map(|(base, text, number)| {
-                let id = *bases.entry(base).or_insert_with(|| strings.id(text));
-                (id, number)
-            });
+            let name = names
+                .name_parts(o.id().index())
+                .map(|(base, text, number)| {
+                    let id = *bases.entry(base).or_insert_with(|| strings.id(text));
+                    (id, number)
+                });
             handles::with_save(|cx| {
                 cx.current = e as u32;
                 if let (ExportMap::Dense(map), Some(next)) = (&cx.exports, objects.get(e + AHEAD)) {
