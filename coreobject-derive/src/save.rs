@@ -138,14 +138,32 @@ pub(crate) fn expand(input: &DeriveInput) -> Result<(TokenStream2, TokenStream2,
                 (pos.to_string(), quote!(#idx))
             }
         };
-        let default = match &opts.default {
-            Some(p) => quote!(#p()),
-            None => quote!(::core::default::Default::default()),
-        };
         if opts.transient {
-            inits.push(default);
+            inits.push(match &opts.default {
+                Some(p) => quote!(#p()),
+                None => quote!(::core::default::Default::default()),
+            });
             continue;
         }
+        let ty = &f.ty;
+        let default = match &opts.default {
+            Some(p) => quote!(#p()),
+            // The type's `Default` if it has one; else a file without the
+            // field is an error.
+            None => quote! {{
+                #[allow(unused_imports)]
+                use ::coreobject::save::__default::{Has as _, Lacks as _};
+                match (&::coreobject::save::__default::Probe::<#ty>(::core::marker::PhantomData)).get() {
+                    ::core::option::Option::Some(__d) => __d(),
+                    ::core::option::Option::None => {
+                        return ::core::result::Result::Err(::coreobject::save::FieldError::custom(
+                            #name,
+                            "not in the file, and its type has no Default: give it #[object(default = f)]",
+                        ))
+                    }
+                }
+            }},
+        };
         let olds = &opts.rename_from;
         saved.push(quote! {
             ::coreobject::save::SavedField { name: #name, rename_from: &[#(#olds),*] }

@@ -238,3 +238,50 @@ fn cycles_and_bad_indices_are_errors() {
     assert!(err.to_string().contains("out of range"), "{err}");
     assert!(heap.is_empty());
 }
+
+#[derive(
+    coreobject::Trace, serde::Serialize, serde::Deserialize, Debug, PartialEq, Clone, Copy,
+)]
+enum Kind {
+    Wood,
+    Iron,
+}
+
+#[derive(Object)]
+#[object(save)]
+struct Gate {
+    kind: Kind,
+    width: u32,
+}
+
+#[test]
+fn a_missing_field_without_default_is_an_error() {
+    let heap = Heap::new();
+    let g = heap
+        .spawn(Gate {
+            kind: Kind::Iron,
+            width: 3,
+        })
+        .root()
+        .create()
+        .unwrap();
+    let mut b = Vec::new();
+    heap.save_with(Selection::set([g]), &SaveOptions::json(), &mut b)
+        .unwrap();
+    let mut other = Heap::new();
+    let l = other.load(&b[..]).unwrap();
+    let g2 = other.downcast::<Gate>(l.objects[0]).unwrap();
+    assert_eq!((other[g2].kind, other[g2].width), (Kind::Iron, 3));
+    // An older file without `kind` (the first field): no Default to fall back on.
+    let mut v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+    v["classes"][0]["fields"].as_array_mut().unwrap().remove(0);
+    v["exports"][0]["fields"].as_array_mut().unwrap().remove(0);
+    let err = other
+        .load(&serde_json::to_vec(&v).unwrap()[..])
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("`kind`") && err.to_string().contains("no Default"),
+        "{err}"
+    );
+    assert_eq!(other.len(), 1);
+}

@@ -218,6 +218,46 @@ pub trait SaveObject: Object + Sized {
     fn load_fields(r: &mut FieldReader<'_>) -> Result<Self, FieldError>;
 }
 
+/// What `#[object(save)]` uses for a field a file lacks when the field has
+/// no `default = f`: its type's `Default`, if it has one (found by autoref
+/// specialization, so a type without one still compiles: a file without
+/// the field is then an error).
+#[doc(hidden)]
+pub mod __default {
+    use std::marker::PhantomData;
+
+    /// The probe.
+    pub struct Probe<T>(pub PhantomData<T>);
+
+    impl<T> std::fmt::Debug for Probe<T> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Probe")
+        }
+    }
+
+    /// Picked when `T: Default`.
+    pub trait Has<T> {
+        /// `T::default`.
+        fn get(&self) -> Option<fn() -> T>;
+    }
+    impl<T: Default> Has<T> for Probe<T> {
+        fn get(&self) -> Option<fn() -> T> {
+            Some(T::default)
+        }
+    }
+
+    /// Picked otherwise.
+    pub trait Lacks<T> {
+        /// None.
+        fn get(&self) -> Option<fn() -> T>;
+    }
+    impl<T> Lacks<T> for &Probe<T> {
+        fn get(&self) -> Option<fn() -> T> {
+            None
+        }
+    }
+}
+
 /// One saved field of a class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SavedField {
