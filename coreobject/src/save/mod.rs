@@ -82,7 +82,10 @@
 //! | `#[object(rename_from = "old")]` | field | the field was called `old` in older files (repeatable) |
 //!
 //! Per object, a package keeps its class, fields, name, outer, and whether
-//! it is rooted or in the disregard-for-GC pool. It does not keep: listeners,
+//! it is rooted or in the disregard-for-GC pool. A whole-heap save leaves
+//! out objects whose outer chain holds an object that is no longer alive
+//! (they go with it); in an explicit set, such an outer is written as none.
+//! It does not keep: listeners,
 //! referencers, [`StrongObj`](crate::StrongObj) counts, garbage marks (an
 //! object marked as garbage is not saved), class default objects (a handle
 //! to one is an import, `Default__Class`), or anything of the collector's

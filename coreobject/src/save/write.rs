@@ -63,11 +63,28 @@ pub(crate) fn ahead<T: crate::Object>(o: &ObjectRef<'_>, a: &mut Ahead<'_>) {
 /// How many objects ahead the export map is prefetched.
 const AHEAD: usize = 8;
 
+/// Whether every object on `o`'s outer chain is alive.
+fn outers_alive(heap: &Heap, o: &ObjectRef<'_>) -> bool {
+    let mut cur = o.outer();
+    while let Some(outer) = cur {
+        match heap.object_ref(outer) {
+            Some(r) => cur = r.outer(),
+            None => return false,
+        }
+    }
+    true
+}
+
 /// The objects a selection saves, in index order.
 fn gather<'h>(heap: &'h Heap, sel: &Selection) -> Result<Vec<ObjectRef<'h>>, SaveError> {
     let saveable = |o: &ObjectRef<'_>| o.flags() & flags::DEFAULT_OBJECT == 0;
     let mut out: Vec<ObjectRef<'h>> = match sel {
-        Selection::All => heap.iter().filter(saveable).collect(),
+        // Objects inside an object that is no longer alive (marked as
+        // garbage, or found unreachable by a cycle in flight) go with it.
+        Selection::All => heap
+            .iter()
+            .filter(|o| saveable(o) && outers_alive(heap, o))
+            .collect(),
         Selection::Set(list) => {
             let mut out = Vec::with_capacity(list.len());
             for &h in list {
