@@ -291,10 +291,24 @@ fn a_missing_field_without_default_is_an_error() {
 #[test]
 fn inners_of_dead_outers_are_left_out_of_a_whole_heap_save() {
     let heap = Heap::new();
-    let keep = heap.spawn(Lamp::default()).name("Keep").root().create().unwrap();
+    let keep = heap
+        .spawn(Lamp::default())
+        .name("Keep")
+        .root()
+        .create()
+        .unwrap();
     for outer in ["A", "B"] {
-        let o = heap.spawn(Lamp::default()).name(outer).root().create().unwrap();
-        heap.spawn(Lamp { on: true }).name("X").outer(o).create().unwrap();
+        let o = heap
+            .spawn(Lamp::default())
+            .name(outer)
+            .root()
+            .create()
+            .unwrap();
+        heap.spawn(Lamp { on: true })
+            .name("X")
+            .outer(o)
+            .create()
+            .unwrap();
         heap.mark_as_garbage(o).unwrap();
     }
     let mut b = Vec::new();
