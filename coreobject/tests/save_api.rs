@@ -324,13 +324,31 @@ fn inners_of_dead_outers_are_left_out_of_a_whole_heap_save() {
 #[test]
 fn selections_from_handles_and_lists() {
     let heap = Heap::new();
-    let a = heap.spawn(Lamp::default()).name("A").root().create().unwrap();
-    let b = heap.spawn(Lamp::default()).name("B").outer(a).create().unwrap();
-    let c = heap.spawn(Lamp::default()).name("C").root().create().unwrap();
+    let a = heap
+        .spawn(Lamp::default())
+        .name("A")
+        .root()
+        .create()
+        .unwrap();
+    let b = heap
+        .spawn(Lamp::default())
+        .name("B")
+        .outer(a)
+        .create()
+        .unwrap();
+    let c = heap
+        .spawn(Lamp::default())
+        .name("C")
+        .root()
+        .create()
+        .unwrap();
     let saved = heap.save(a, Vec::new()).unwrap();
     assert_eq!(saved.exports, [a.any(), b.any()]);
     let saved = heap.save(vec![c.any(), a.any()], Vec::new()).unwrap();
     assert_eq!(saved.exports, [a.any(), c.any()]);
     let saved = heap.save(&[b.any()][..], Vec::new()).unwrap();
-    assert_eq!((saved.exports, saved.imports), (vec![b.any()], vec![a.any()]));
+    assert_eq!(
+        (saved.exports, saved.imports),
+        (vec![b.any()], vec![a.any()])
+    );
 }
