@@ -300,7 +300,7 @@ proptest! {
     // A few cases under miri: a sample of real and mutated saves checked
     // for undefined behaviour.
     #![proptest_config(ProptestConfig {
-        cases: if cfg!(miri) { 3 } else { 48 },
+        cases: if cfg!(miri) { 2 } else { 48 },
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
