@@ -5,7 +5,7 @@
 //! prefetching, no per-object allocation) — all in one run.
 //!
 //! ```text
-//! coreobject-bench <world|incremental|young|weak|binary-trees|micro|names|all> [flags] [--quick]
+//! coreobject-bench <world|incremental|young|weak|binary-trees|micro|names|saveload|all> [flags] [--quick]
 //! ```
 //!
 //! # Workloads
@@ -35,6 +35,9 @@
 //! * [`names`]: coreobject alone, creating and freeing `N` objects (half
 //!   with an outer) unnamed, named with interned `Name`s, and named from
 //!   strings: ns/object at create and free, and named / unnamed ratios.
+//! * [`saveload`]: coreobject alone, with postcard, bitcode and serde_json
+//!   on the same data as plain structs in the same repetition: save,
+//!   instantiate and restore of a world of `N` named objects with outers.
 //!
 //! A second binary, `par_start` (`src/bin/par_start.rs`, coreobject only),
 //! measures what starting parallel marking costs on a small heap:
@@ -68,6 +71,7 @@ mod micro;
 mod names;
 mod pages;
 mod report;
+mod saveload;
 mod scale;
 mod tally;
 mod trees;
@@ -153,6 +157,10 @@ enum Workload {
     /// coreobject alone: create and free objects unnamed, named with
     /// interned names, and named from strings.
     Names(NamesArgs),
+    /// coreobject alone, with serde peers in the same repetition: save,
+    /// instantiate and restore a 1M-object world against postcard, bitcode
+    /// and serde_json on the same data as plain structs.
+    Saveload(SaveloadArgs),
     /// Every workload with its defaults (`all --quick`: the CI smoke run).
     All,
     /// coreobject alone, from 1M to 50M objects: build, a collection that
@@ -307,10 +315,18 @@ struct NamesArgs {
     objects: Option<usize>,
 }
 
+#[derive(Args, Debug, Default)]
+struct SaveloadArgs {
+    /// Objects [default: 1000000; --quick: 20000].
+    #[arg(long)]
+    objects: Option<usize>,
+}
+
 /// Sizes the targets are defined at.
 const TARGET_WORLD_OBJECTS: usize = 1_000_000;
 const TARGET_TREE_DEPTH: u32 = 16;
 const TARGET_NAMES_OBJECTS: usize = 1_000_000;
+const TARGET_SAVELOAD_OBJECTS: usize = 1_000_000;
 
 fn pick<T>(v: Option<T>, quick: bool, full: T, small: T) -> T {
     v.unwrap_or(if quick { small } else { full })
@@ -650,6 +666,47 @@ fn run_names(s: &Settings, quick: bool, a: &NamesArgs) -> Result<Vec<WorkloadRes
     Ok(vec![w])
 }
 
+/// The saveload workload, on coreobject alone (its peers run inside each
+/// repetition; no workload if `settings` does not run coreobject).
+fn run_saveload(
+    s: &Settings,
+    quick: bool,
+    a: &SaveloadArgs,
+) -> Result<Vec<WorkloadResult>, String> {
+    if !s.peers.contains(&Peer::CoreObject) {
+        return Ok(Vec::new());
+    }
+    let p = saveload::Params {
+        objects: pick(a.objects, quick, TARGET_SAVELOAD_OBJECTS, 20_000),
+    };
+    if p.objects < 1 || p.objects > u32::MAX as usize / 2 {
+        return Err("--objects must be in 1..2^31".into());
+    }
+    let s = Settings {
+        peers: vec![Peer::CoreObject],
+        ..s.clone()
+    };
+    let mut w = harness::run_workload(
+        &s,
+        "saveload",
+        &[Peer::CoreObject],
+        vec![
+            ("objects", p.objects.to_string()),
+            ("levels", saveload::LEVELS.to_string()),
+        ],
+        saveload::metrics(),
+        |peer| saveload::run(peer, &p),
+    );
+    w.notes.push(
+        "N objects in 1000 rooted levels, each with an outer, a name, three scalars and 1-4 handles; \
+         coreobject: Heap::save of the whole heap (binary), Heap::load into an empty heap, Heap::restore; \
+         peers on the same data as plain structs (u32 indices, the name as a String) encoded as one Vec; \
+         postcard decode + create = decode, then spawn each object with its outer and name, then patch the handles"
+            .into(),
+    );
+    Ok(vec![w])
+}
+
 /// The targets the team is tracked on, from this run's figures.
 fn targets(results: &[WorkloadResult]) -> Vec<Target> {
     let mut out = Vec::new();
@@ -750,6 +807,55 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
             });
         }
     }
+    if let Some(w) = find("saveload") {
+        let at = param(w, "objects") == TARGET_SAVELOAD_OBJECTS.to_string();
+        for (m, name, limit, unit, note) in [
+            (
+                0,
+                "saveload save <= 40 ns/object",
+                40.0,
+                " ns",
+                "coreobject save",
+            ),
+            (
+                14,
+                "saveload save <= 1.2x postcard encode",
+                1.2,
+                "x",
+                "save / postcard encode",
+            ),
+            (
+                15,
+                "saveload instantiate <= 1.3x postcard decode + create",
+                1.3,
+                "x",
+                "instantiate / (postcard decode + create)",
+            ),
+            (
+                16,
+                "saveload restore <= 1.0x instantiate",
+                1.0,
+                "x",
+                "restore / instantiate",
+            ),
+            (
+                17,
+                "saveload bytes <= 1.1x (postcard + 6 B/object)",
+                1.1,
+                "x",
+                "coreobject bytes / (postcard bytes + 6 per object)",
+            ),
+        ] {
+            out.push(Target {
+                name: name.into(),
+                measured: report::median_of(w, Peer::CoreObject, m),
+                limit,
+                unit,
+                at_target_size: at,
+                note: note.into(),
+            });
+        }
+    }
     out.extend(incremental::targets(results, at_world_size));
     out.extend(young::targets(results));
     out
@@ -786,6 +892,7 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
         Workload::BinaryTrees(a) => one(run_trees(settings, quick, a)),
         Workload::Micro(a) => run_micro(settings, quick, a),
         Workload::Names(a) => run_names(settings, quick, a),
+        Workload::Saveload(a) => run_saveload(settings, quick, a),
         Workload::Scale(_) => Err("scale runs outside the peer harness".into()),
         Workload::Pages(_) => Err("pages runs outside the peer harness".into()),
         Workload::Clusters(_) => Err("clusters runs outside the peer harness".into()),
@@ -795,6 +902,7 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
             all.extend(one(run_trees(settings, quick, &TreesArgs::default()))?);
             all.extend(run_micro(settings, quick, &MicroArgs::default())?);
             all.extend(run_names(settings, quick, &NamesArgs::default())?);
+            all.extend(run_saveload(settings, quick, &SaveloadArgs::default())?);
             all.extend(run_young(settings, quick, &YoungArgs::default())?);
             all.extend(run_incremental(
                 settings,
@@ -955,7 +1063,10 @@ fn main() -> ExitCode {
         };
     }
     let incremental_only = matches!(cli.workload, Workload::Incremental(_));
-    let names_only = matches!(cli.workload, Workload::Names(_) | Workload::Young(_));
+    let names_only = matches!(
+        cli.workload,
+        Workload::Names(_) | Workload::Young(_) | Workload::Saveload(_)
+    );
     let peers: Vec<Peer> = Peer::ALL
         .into_iter()
         .filter(|p| peers.is_empty() || peers.contains(p))

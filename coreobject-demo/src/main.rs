@@ -27,13 +27,22 @@
 //! cargo run --release -p coreobject-demo -- --objects 100000 --frames 600 --seed 1 --out out
 //! cargo run --release -p coreobject-demo -- --gc full --trace out/trace.json
 //! cargo run --release -p coreobject-demo -- --gc full --clusters off
+//! cargo run --release -p coreobject-demo -- --save-at 300     # save, load back, check
+//! cargo run --release -p coreobject-demo -- --load out/world.save
 //! ```
+//!
+//! `--save-at N` saves the whole world after frame `N` to `<out>/world.save`,
+//! loads it back into fresh heaps (an exact restore and an instantiation),
+//! checks that they hold the same graph, and reports the save and load
+//! times and the file's size (also in `<out>/save.json`); `--load FILE`
+//! restores such a file and checks it (see `saving.rs`).
 
 mod chart;
 mod check;
 mod model;
 mod progress;
 mod report;
+mod saving;
 mod stats;
 mod trace;
 mod world;
@@ -113,6 +122,17 @@ struct Cli {
     /// the live-object count.
     #[arg(long, value_name = "PATH")]
     trace: Option<PathBuf>,
+    /// Save the whole world after this frame to `<out>/world.save`, load it
+    /// back into fresh heaps (exact restore and instantiate), check that
+    /// they hold the same graph, and report save and load times and the
+    /// file's size.
+    #[arg(long, value_name = "FRAME")]
+    save_at: Option<u32>,
+    /// Instead of simulating: restore a world saved with `--save-at`,
+    /// report what it holds, collect it and check that it saves to the
+    /// same bytes.
+    #[arg(long, value_name = "FILE")]
+    load: Option<PathBuf>,
 }
 
 /// A budget in milliseconds: positive, finite, at most a second.
@@ -147,6 +167,9 @@ fn main() -> ExitCode {
 
 /// Runs the demo. `Ok(false)` if an invariant was violated.
 fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
+    if let Some(file) = &cli.load {
+        return saving::load(file);
+    }
     std::fs::create_dir_all(&cli.out)
         .map_err(|e| format!("cannot create {}: {e}", cli.out.display()))?;
     let settings = Settings {
@@ -177,9 +200,28 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         }
     );
     let progress = Progress::new(u64::from(cli.frames));
-    let (report, memory_report, timeline) = simulate(settings, &progress)?;
+    let save_at = cli.save_at.map(|f| (f, cli.out.join("world.save")));
+    let (report, memory_report, timeline, saved) = simulate(settings, &progress, save_at)?;
 
     print!("{}", report.summary(&memory_report));
+    let mut saved_ok = true;
+    if let Some(s) = &saved {
+        print!("{}", s.summary());
+        saved_ok = s.restore_same && s.instantiate_same;
+        let path = cli.out.join("save.json");
+        std::fs::write(&path, serde_json::to_string_pretty(s)?)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!(
+            "wrote {} and {}",
+            cli.out.join("world.save").display(),
+            path.display()
+        );
+    } else if let Some(f) = cli.save_at {
+        println!(
+            "--save-at {f}: the run has {} frames; nothing saved",
+            cli.frames
+        );
+    }
     let svg = cli.out.join("pauses.svg");
     let json = cli.out.join("stats.json");
     let title = format!(
@@ -209,7 +251,7 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
             path.display()
         );
     }
-    Ok(report.checks.iter().all(|c| c.ok))
+    Ok(saved_ok && report.checks.iter().all(|c| c.ok))
 }
 
 /// When the run's stretches outside the frames happened, for the trace.
@@ -226,10 +268,20 @@ pub struct Timeline {
 /// Builds the world, simulates every frame, runs a final collection and the
 /// checks, and gathers the report (with the heap's memory report, which the
 /// summary prints as the heap formats it, and the timeline for the trace).
+#[allow(clippy::type_complexity)]
 fn simulate(
     settings: Settings,
     progress: &Progress,
-) -> Result<(RunReport, MemoryReport, Timeline), Box<dyn Error>> {
+    save_at: Option<(u32, PathBuf)>,
+) -> Result<
+    (
+        RunReport,
+        MemoryReport,
+        Timeline,
+        Option<saving::SaveReport>,
+    ),
+    Box<dyn Error>,
+> {
     let started = Instant::now();
     let frame_count = settings.frames;
     let budget_us = micros(settings.budget);
@@ -249,6 +301,7 @@ fn simulate(
         budget_us,
         ..GcSoFar::default()
     };
+    let mut saved = None;
     let frames_started = Instant::now();
     for f in 0..frame_count {
         let (record, collection) = sim.step(f)?;
@@ -257,6 +310,9 @@ fn simulate(
         progress.frame(&record, &so_far);
         frames.push(record);
         collections.extend(collection);
+        if let Some((_, path)) = save_at.as_ref().filter(|(at, _)| *at == f) {
+            saved = Some(saving::save_at(&sim.heap, path, f)?);
+        }
     }
     progress.finish();
     let frames_time = frames_started.elapsed();
@@ -380,7 +436,7 @@ fn simulate(
         final_gc,
         checks: checks_span,
     };
-    Ok((report, memory_report, timeline))
+    Ok((report, memory_report, timeline, saved))
 }
 
 /// Raises `peak` (a value and the frame it was seen in) to `sample`.
@@ -411,7 +467,38 @@ mod tests {
             moves: crate::world::Moves::Door,
             effects: crate::world::EFFECTS_SHARE,
         };
-        simulate(settings, &Progress::hidden()).unwrap().0
+        simulate(settings, &Progress::hidden(), None).unwrap().0
+    }
+
+    /// `--save-at`: the world saved mid-run (a generational cycle may be in
+    /// flight) loads back both ways as the same graph, and `--load` accepts
+    /// the file.
+    #[test]
+    fn a_world_saved_mid_run_loads_back_as_the_same_graph() {
+        let dir = std::env::temp_dir().join(format!("coreobject-demo-save-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("world.save");
+        let settings = Settings {
+            objects: 3_000,
+            frames: 30,
+            seed: 3,
+            gc: GcMode::Generational,
+            budget: Duration::from_millis(2),
+            young_threshold: None,
+            clusters: Clusters::On,
+            moves: crate::world::Moves::Door,
+            effects: crate::world::EFFECTS_SHARE,
+        };
+        let (_, _, _, saved) =
+            simulate(settings, &Progress::hidden(), Some((20, path.clone()))).unwrap();
+        let saved = saved.expect("saved at frame 20");
+        assert!(saved.restore_same && saved.instantiate_same, "{saved:?}");
+        assert!(
+            saved.objects > 1_000 && saved.bytes > saved.objects * 10,
+            "{saved:?}"
+        );
+        assert!(crate::saving::load(&path).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Every invariant holds, the collector ran on its own, and the

@@ -30,7 +30,7 @@
 //! (`#[object(cluster = false)]`), so a cluster's search stops at them and
 //! a cluster never keeps a dead actor alive.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -38,11 +38,12 @@ use coreobject::{Data, DestroyCx, Lifecycle, Obj, Object, Trace, Weak};
 
 /// The root of the game: rooted for the whole run.
 #[derive(Object)]
+#[object(save)]
 pub struct World {
     /// Loaded levels. Removing one from here unloads it.
     pub levels: Vec<Obj<Level>>,
     /// Assets by name (they live in the disregard-for-GC pool).
-    pub registry: HashMap<String, Obj<Asset>>,
+    pub registry: BTreeMap<String, Obj<Asset>>,
     /// The current frame.
     pub frame: u64,
 }
@@ -51,6 +52,7 @@ pub struct World {
 /// and its package. Its actor list changes every frame, so it never joins a
 /// GC cluster (the search from its static content stops here).
 #[derive(Object)]
+#[object(save)]
 #[object(cluster = false)]
 pub struct Level {
     /// The level's number (its name is `Level_<number>`).
@@ -70,13 +72,14 @@ pub struct Level {
 /// loads (with `--clusters on`, the root of a GC cluster). Its outer is the
 /// level.
 #[derive(Object)]
+#[object(save)]
 pub struct StaticContent {
     /// The props placed in the level.
     pub props: Vec<Obj<StaticProp>>,
 }
 
 /// What a static prop is; decides its components.
-#[derive(Trace, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Trace, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PropKind {
     /// A mesh with a collider: walls, rocks, buildings.
     Geometry,
@@ -90,6 +93,7 @@ pub enum PropKind {
 /// moves, never dies before its level. Its outer is the level's static
 /// content; its components' outer is the prop.
 #[derive(Object)]
+#[object(save)]
 pub struct StaticProp {
     /// What it is.
     pub kind: PropKind,
@@ -100,7 +104,7 @@ pub struct StaticProp {
 }
 
 /// What kind of actor this is; decides its components.
-#[derive(Trace, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Trace, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Archetype {
     /// Root, mesh, collider, a weapon socket and audio.
     Soldier,
@@ -130,7 +134,7 @@ impl Archetype {
 }
 
 /// A position and heading (plain data, traced as nothing).
-#[derive(Trace, Clone, Copy, Debug, Default, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Trace, Clone, Copy, Debug, Default, PartialEq)]
 pub struct Transform {
     /// World position.
     pub position: [f32; 3],
@@ -139,7 +143,7 @@ pub struct Transform {
 }
 
 /// What an actor carries: a nested traced struct holding asset handles.
-#[derive(Trace, Clone, Debug, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Trace, Clone, Debug, Default)]
 pub struct Loadout {
     /// The equipped weapon's mesh.
     pub weapon: Option<Obj<Asset>>,
@@ -153,6 +157,7 @@ pub struct Loadout {
 /// so they never join a GC cluster (a cluster is kept or freed whole: a dead
 /// actor in one would live as long as it).
 #[derive(Object, Data)]
+#[object(save)]
 #[object(lifecycle, cluster = false)]
 pub struct Actor {
     /// Unique number (its name is `<Archetype>_<id>`).
@@ -169,7 +174,8 @@ pub struct Actor {
     pub root: Option<Obj<Component>>,
     /// All its components (the root included).
     pub components: Vec<Obj<Component>>,
-    /// Named attachment points.
+    /// Named attachment points (not saved: a loaded actor has none).
+    #[object(transient)]
     pub sockets: HashMap<&'static str, Obj<Component>>,
     /// The actor that spawned this one. Strong: a detached owner stays
     /// alive while one of its children is in a level.
@@ -180,7 +186,7 @@ pub struct Actor {
     pub loadout: Loadout,
     /// The simulation's count of destroyed actors, bumped by
     /// `begin_destroy`. Holds no handles, so it is not traced.
-    #[object(skip)]
+    #[object(skip, transient)]
     pub destroyed: Arc<AtomicU64>,
 }
 
@@ -191,7 +197,7 @@ impl Lifecycle for Actor {
 }
 
 /// What a component does.
-#[derive(Trace, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Trace, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ComponentKind {
     /// The root scene component.
     Scene,
@@ -209,6 +215,7 @@ pub enum ComponentKind {
 
 /// A part of an actor or of a static prop. Its outer is its actor or prop.
 #[derive(Object)]
+#[object(save)]
 pub struct Component {
     /// What it does.
     pub kind: ComponentKind,
@@ -225,6 +232,7 @@ pub struct Component {
 /// A short-lived projectile, held by its level until it expires (never in a
 /// GC cluster).
 #[derive(Object, Data)]
+#[object(save)]
 #[object(cluster = false)]
 pub struct Projectile {
     /// Who fired it (weak: the shooter may die first).
@@ -241,13 +249,14 @@ pub struct Projectile {
 /// the disregard-for-GC pool; each level has one of its own, loaded and
 /// unloaded with it (with `--clusters on`, a GC cluster).
 #[derive(Object)]
+#[object(save)]
 pub struct Package {
     /// The package's assets.
     pub assets: Vec<Obj<Asset>>,
 }
 
 /// What an asset holds.
-#[derive(Trace, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Trace, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AssetKind {
     /// Texture data.
     Texture,
@@ -262,6 +271,7 @@ pub enum AssetKind {
 /// A loaded asset: in the disregard-for-GC pool (never collected), or in a
 /// level's package (collected with it).
 #[derive(Object)]
+#[object(save)]
 pub struct Asset {
     /// What it is.
     pub kind: AssetKind,

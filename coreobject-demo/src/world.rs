@@ -560,7 +560,7 @@ impl Sim {
         let assets = load_assets(&mut heap, &mut rng, &mut counters)?;
         let pool_objects = heap.disregard_len() as usize;
 
-        let registry: HashMap<String, Obj<Asset>> = assets
+        let registry: std::collections::BTreeMap<String, Obj<Asset>> = assets
             .all
             .iter()
             .filter_map(|&a| Some((heap.path_name(a)?, a)))

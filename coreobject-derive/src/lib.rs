@@ -6,6 +6,8 @@
 //! `coreobject::Trace`) has the attribute table; the `coreobject` crate
 //! docs have runnable examples.
 
+mod save;
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
@@ -47,6 +49,9 @@ mod data;
 /// | type | `#[object(interior_mut = false)]` | with `trace_with`: what `path` reads never changes behind `&self` (no re-scan on borrow); `= true` declares the opposite for any class |
 /// | type | `#[object(cluster = false)]` | objects of the class never join a GC cluster (Unreal's `CanBeInCluster`) |
 /// | field | `#[object(skip)]` | never trace this field; its type need not implement `Trace` |
+/// | type | `#[object(save)]` | objects of the class can be saved and loaded (`coreobject::save`); every field not `transient` needs serde's `Serialize` and `Deserialize` |
+/// | type | `#[object(version = 2, migrate = f, rename_from = "Old")]` | with `save`: the layout version, the hook run on files of another version, and old class names |
+/// | field | `#[object(transient)]`, `#[object(default = f)]`, `#[object(rename_from = "old")]` | with `save`: not saved (loads as `Default`); `f()` when a file lacks the field; the field's old names |
 ///
 /// Examples: the `coreobject` crate docs (a first heap, `trace_with`) and
 /// `coreobject::Lifecycle` (destruction hooks).
@@ -124,6 +129,8 @@ fn type_opts(attrs: &[Attribute], is_object: bool) -> Result<TypeOpts> {
             } else if meta.path.is_ident("interior_mut") {
                 let lit: syn::LitBool = meta.value()?.parse()?;
                 opts.interior_mut = Some(lit.value);
+            } else if save::type_option(&meta, is_object)? {
+                // `save`, `version`, `migrate`, `rename_from`: see save.rs.
             } else if meta.path.is_ident("skip") {
                 return Err(meta.error("`#[object(skip)]` goes on a field, not on the type"));
             } else {
@@ -147,6 +154,8 @@ fn is_skipped(attrs: &[Attribute]) -> Result<bool> {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("skip") {
                 skip = true;
+                Ok(())
+            } else if save::field_option(&meta)? {
                 Ok(())
             } else {
                 Err(meta.error("unknown field option; the only one is `#[object(skip)]`"))
@@ -439,6 +448,7 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
         .clone()
         .unwrap_or_else(|| LitStr::new(&ident.to_string(), Span::call_site()));
     let infos = field_infos(&fields);
+    let (save_impl, save_static, save_desc) = save::expand(&input)?;
     let cluster = if opts.no_cluster {
         quote!(
             const CAN_BE_IN_CLUSTER: bool = false;
@@ -459,6 +469,7 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
     Ok(quote! {
         #trace_impl
         #lifecycle
+        #save_impl
         // SAFETY: `class` returns the one `static` built by
         // `Class::new::<#ident>`, the contract of `Object`.
         unsafe impl ::coreobject::Object for #ident {
@@ -470,12 +481,14 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
                     (&::coreobject::__private::Probe::<#ident>(::core::marker::PhantomData)).make_default()
                 }
                 static __FIELDS: &[::coreobject::FieldInfo] = &[#infos];
+                #save_static
                 static __CLASS: ::coreobject::Class = ::coreobject::Class::new::<#ident>(
                     ::coreobject::ClassDesc {
                         name: #class_name,
                         path: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#ident)),
                         fields: __FIELDS,
                         make_default: __make_default,
+                        save: #save_desc,
                     },
                 );
                 &__CLASS

@@ -100,6 +100,8 @@ pub struct ClassDesc {
     pub fields: &'static [FieldInfo],
     /// The type's `Default`, type-erased, if it has one.
     pub make_default: fn() -> Option<MakeDefault>,
+    /// How to save and load its objects (`#[object(save)]`).
+    pub save: Option<&'static crate::save::SaveVtable>,
 }
 
 /// The type-erased operations on one class. Each takes a pointer to the
@@ -141,6 +143,7 @@ pub struct Class {
     interior_mut: bool,
     has_hooks: bool,
     can_be_in_cluster: bool,
+    save: Option<&'static crate::save::SaveVtable>,
     pub(crate) vt: Vtable,
 }
 
@@ -195,6 +198,7 @@ impl Class {
             interior_mut: T::INTERIOR_MUT,
             has_hooks: T::HAS_HOOKS,
             can_be_in_cluster: T::CAN_BE_IN_CLUSTER,
+            save: desc.save,
             vt: Vtable {
                 trace_mark: trace_mark::<T>,
                 trace_par: trace_par::<T>,
@@ -269,6 +273,25 @@ impl Class {
     /// out with `#[object(cluster = false)]` (Unreal's `CanBeInCluster`).
     pub const fn can_be_in_cluster(&self) -> bool {
         self.can_be_in_cluster
+    }
+
+    /// Whether objects of this class can be saved (`#[object(save)]`; see
+    /// [`save`](crate::save)).
+    ///
+    /// ```
+    /// use coreobject::Object;
+    /// #[derive(Object, Default)]
+    /// #[object(save)]
+    /// struct Crate { planks: u8 }
+    /// assert!(Crate::class().is_saveable());
+    /// ```
+    pub const fn is_saveable(&self) -> bool {
+        self.save.is_some()
+    }
+
+    /// How objects of this class are saved, if they can be.
+    pub(crate) const fn save_vtable(&self) -> Option<&'static crate::save::SaveVtable> {
+        self.save
     }
 
     /// Whether objects of this class have destruction hooks

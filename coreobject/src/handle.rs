@@ -343,3 +343,73 @@ impl<T: 'static> Handle for Weak<T> {
         self.raw
     }
 }
+
+// ----- serde: handles as package indices (see `save`) --------------------------
+
+/// Writes a handle as a package index of the save in progress: a handle
+/// cannot be serialized outside [`Heap::save`](crate::Heap::save).
+fn serialize_handle<S: serde::Serializer>(h: AnyObj, weak: bool, s: S) -> Result<S::Ok, S::Error> {
+    match crate::save::handles::save_index(h, weak) {
+        Some(i) => s.serialize_i32(i),
+        None => Err(serde::ser::Error::custom(
+            crate::save::handles::OUTSIDE_SAVE,
+        )),
+    }
+}
+
+/// Reads a package index of the load in progress; `class`, if given, is the
+/// class the handle's target must have.
+fn deserialize_handle<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    class: Option<&'static crate::Class>,
+) -> Result<AnyObj, D::Error> {
+    let i = <i32 as serde::Deserialize>::deserialize(d)?;
+    crate::save::handles::load_handle(i, class).map_err(serde::de::Error::custom)
+}
+
+impl serde::Serialize for AnyObj {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_handle(*self, false, s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for AnyObj {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        deserialize_handle(d, None)
+    }
+}
+
+impl<T> serde::Serialize for Obj<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_handle(self.raw, false, s)
+    }
+}
+
+impl<'de, T: crate::Object> serde::Deserialize<'de> for Obj<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // The load checked the target's class against `T`'s (or the handle
+        // names nothing and never resolves).
+        let raw = deserialize_handle(d, Some(crate::class::Class::checked::<T>()))?;
+        Ok(Obj {
+            raw,
+            _t: PhantomData,
+        })
+    }
+}
+
+impl<T> serde::Serialize for Weak<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_handle(self.raw, true, s)
+    }
+}
+
+impl<'de, T: crate::Object> serde::Deserialize<'de> for Weak<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // As for `Obj<T>`: the class was checked.
+        let raw = deserialize_handle(d, Some(crate::class::Class::checked::<T>()))?;
+        Ok(Weak {
+            raw,
+            _t: PhantomData,
+        })
+    }
+}

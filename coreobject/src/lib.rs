@@ -339,8 +339,8 @@
 //! ["serde"] }`), the collector's reports implement `serde::Serialize`:
 //! [`CollectStats`], [`GcTotals`], [`Tick`], [`MemoryReport`], [`RefChain`]
 //! and [`TableStats`], for logs, dashboards or a JSON file per run. Objects
-//! themselves are not serialized (handles are only meaningful inside their
-//! heap).
+//! are saved by [`Heap::save`] (see [`save`]), which writes handles as
+//! package indices; a handle serialized outside a save is an error.
 //!
 #![cfg_attr(feature = "serde", doc = "```")]
 #![cfg_attr(not(feature = "serde"), doc = "```ignore")]
@@ -356,6 +356,38 @@
 //! assert_eq!(json["freed"], 1);
 //! let totals = serde_json::to_string(heap.gc_totals()).unwrap();
 //! assert!(totals.contains("\"collections\":1"));
+//! ```
+//!
+//! ## Saving and loading
+//!
+//! Classes that opt in with `#[object(save)]` can be saved: the whole heap,
+//! a level and everything inside it, or a set of objects, to a package
+//! with Unreal's layout (name, class, import and export tables; a handle on
+//! disk is a package index), binary or JSON. [`Heap::load`] instantiates a
+//! package into a live heap with every handle patched; [`Heap::restore`]
+//! makes an exact copy of a saved heap, every old handle resolving again.
+//! Old saves load after fields are added, removed, renamed or reordered.
+//! The [`save`] module is the chapter: what is and is not saved, the two
+//! ways to load, the evolution rules, the errors.
+//!
+//! ```
+//! use coreobject::save::Selection;
+//! use coreobject::{Heap, Obj, Object};
+//! #[derive(Object, Default)]
+//! #[object(save)]
+//! struct Door { open: bool, next: Option<Obj<Door>> }
+//!
+//! let mut heap = Heap::new();
+//! let a = heap.spawn(Door::default()).name("A").root().create().unwrap();
+//! let b = heap.spawn(Door { open: true, next: Some(a) }).name("B").outer(a).create().unwrap();
+//! heap[a].next = Some(b);
+//! let mut bytes = Vec::new();
+//! heap.save(Selection::subtree(a), &mut bytes).unwrap();
+//!
+//! let mut other = Heap::new();
+//! other.load(&bytes[..]).unwrap();
+//! let b2 = other.find_path("A.B").unwrap();
+//! assert!(other[other.downcast::<Door>(b2).unwrap()].open);
 //! ```
 //!
 //! ## The collector on a timeline: `tracing`
@@ -458,6 +490,14 @@
 //!   delete listeners, [`StrongObj`], [`Referencer`], [`HeapConfig`] and
 //!   [`GcConfig`], and small error types ([`ResolveError`], [`PoolError`],
 //!   [`ConfigError`]) wrapped by [`Error`].
+//! * **[`save`]** (with `heap/save.rs`, its door into the heap): packages.
+//!   `package.rs` the tables and both forms on disk, `write.rs` a package
+//!   from a selection, `read.rs` the checks and both ways to load,
+//!   `schema.rs` a file's class layout matched to today's once per class,
+//!   `registry.rs` classes by name, `handles.rs` the save or load in
+//!   progress that handles' serde impls (in `handle.rs`) consult. It reads
+//!   objects through their classes as the collector does; `#[object(save)]`
+//!   writes each class's field code (`coreobject-derive/src/save.rs`).
 //!
 //! ### Memory layout
 //!
@@ -518,6 +558,12 @@
 //! | class default object (CDO) | [`Heap::class_default`] |
 //! | `AlreadyAllocatedIndex` | [`Heap::create_at`] |
 //! | `MaxObjectsInGame`, `MaxObjectsNotConsideredByGC` | [`HeapConfig::max_objects`], [`HeapConfig::disregard_pool_size`] |
+//! | `FArchive`, `Serialize(FArchive&)` | serde, field by field ([`save::FieldWriter`], [`save::FieldReader`]) |
+//! | `FLinkerSave`, `SavePackage` | [`Heap::save`], [`save::Selection`] |
+//! | `FLinkerLoad`, `LoadPackage` (with `FindObject` for imports) | [`Heap::load`] (instantiate), [`Heap::restore`] (exact) |
+//! | export table, import table, `FPackageIndex` | the package's tables; package indices (see [`save`]) |
+//! | `SaveGame` property flag, `Transient` | `#[object(save)]` on the class, `#[object(transient)]` on a field |
+//! | tagged properties, `CustomVersion`, `CoreRedirects` | fields matched by name, `#[object(version, migrate)]`, `#[object(rename_from)]` |
 
 #![warn(missing_docs)]
 
@@ -543,6 +589,7 @@ mod listener;
 mod names;
 mod object;
 mod referencer;
+pub mod save;
 pub mod serial;
 mod strong;
 mod sync;
@@ -564,5 +611,6 @@ pub use lifecycle::{DestroyCx, Lifecycle};
 pub use listener::{CreateListener, DeleteListener, HookId, ObjectEvent};
 pub use names::{IntoName, Name};
 pub use referencer::Referencer;
+pub use save::{LoadError, Loaded, SaveError, Selection};
 pub use strong::StrongObj;
 pub use trace::{Data, PathSeg, RefKind, Sealed, Trace, Visitor};

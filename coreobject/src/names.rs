@@ -909,7 +909,7 @@ impl Names {
     /// [`insert`](Self::insert)ed or [`release`](Self::release)d, with no
     /// other change to the index in between.
     pub(crate) fn claim(&mut self, outer: Option<AnyObj>, name: &NameArg) -> Result<Key, Error> {
-        let mut key = match name {
+        let key = match name {
             NameArg::Text(s) => {
                 Names::check(s)?;
                 let (base, number) = split(s);
@@ -931,6 +931,29 @@ impl Names {
                 Key::new(outer, n.base, n.number)
             }
         };
+        self.take_key(key)
+    }
+
+    /// [`claim`](Self::claim) for a name already split into its base and
+    /// stored number (a saved package's), with no string work but the
+    /// base's lookup. Refuses a base that [`split`] would split further:
+    /// the pair must be the one the name's text splits into.
+    pub(crate) fn claim_parts(
+        &mut self,
+        outer: Option<AnyObj>,
+        base: &str,
+        number: u32,
+    ) -> Result<Key, Error> {
+        Names::check(base)?;
+        if split(base).1 != NO_NUMBER {
+            return Err(Error::InvalidName(base.to_owned()));
+        }
+        let id = self.table.intern(base);
+        self.take_key(Key::new(outer, id, number))
+    }
+
+    /// Counts a use of `key`'s base and finds the index entry it will take.
+    fn take_key(&mut self, mut key: Key) -> Result<Key, Error> {
         self.table.entries[key.base as usize].uses += 1;
         self.enter_range(&key);
         self.make_room();
@@ -1145,6 +1168,14 @@ impl Names {
     pub(crate) fn name_of(&self, index: u32) -> Option<Arc<str>> {
         let r = self.recs.named(index)?;
         Some(self.table.display(r.base, r.number).into_owned())
+    }
+
+    /// The name of the object in slot `index` as its base's id, the base's
+    /// text and the stored number (number + 1, or 0), with no string work
+    /// (for saving).
+    pub(crate) fn name_parts(&self, index: u32) -> Option<(u32, &str, u32)> {
+        let r = self.recs.named(index)?;
+        Some((r.base, self.table.text(r.base), r.number))
     }
 
     /// The name of the object in slot `index`.

@@ -53,6 +53,9 @@ pub(crate) struct TagLease {
     pub(crate) floor: u32,
     /// A slot whose generation reaches this is retired when freed.
     pub(crate) limit: u32,
+    /// The tag goes back to the pool with at least this floor (the floor it
+    /// had, for a tag an exact restore took back below it).
+    pub(crate) keep_floor: u32,
 }
 
 struct Registry {
@@ -99,6 +102,7 @@ pub(crate) fn acquire(bits: u32) -> Option<TagLease> {
                     tag: t as u32,
                     floor,
                     limit: floor + span,
+                    keep_floor: 0,
                 });
             }
         }
@@ -117,9 +121,31 @@ pub(crate) fn acquire(bits: u32) -> Option<TagLease> {
             tag: t as u32,
             floor,
             limit: floor.saturating_add(span).min(MAX_GENERATION),
+            keep_floor: 0,
         });
     }
     None
+}
+
+/// Claims `tag` itself, if no live heap holds it, with the given floor and
+/// limit: an exact restore continues the saved heap's serials, so it takes
+/// that heap's generations back whatever floor the tag has moved to since.
+pub(crate) fn acquire_tag(tag: u32, floor: u32, limit: u32) -> Option<TagLease> {
+    if tag == 0 || tag > MAX_TAG || floor > limit || limit > MAX_GENERATION {
+        return None;
+    }
+    let mut reg = REGISTRY.lock();
+    if reg.floors.is_empty() {
+        reg.floors = vec![Some(0); MAX_TAG as usize + 1];
+        reg.floors[0] = None;
+    }
+    let keep_floor = reg.floors[tag as usize].take()?;
+    Some(TagLease {
+        tag,
+        floor,
+        limit,
+        keep_floor,
+    })
 }
 
 /// Returns a tag; `highest` is the highest generation the heap issued, or
@@ -128,7 +154,8 @@ pub(crate) fn release(lease: TagLease, highest: Option<u32>) {
     let next_floor = match highest {
         Some(g) => g.saturating_add(1),
         None => lease.floor,
-    };
+    }
+    .max(lease.keep_floor);
     let mut reg = REGISTRY.lock();
     // A floor at MAX_GENERATION leaves no room: the tag is retired for good.
     reg.floors[lease.tag as usize] = (next_floor < MAX_GENERATION).then_some(next_floor);

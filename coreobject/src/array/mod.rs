@@ -716,6 +716,63 @@ impl ObjectArray {
         self.parked = parked;
     }
 
+    // ----- saving and restoring (see `save/`) ----------------------------------------
+
+    /// The tag lease: the generations this heap may hand out.
+    pub(crate) fn lease(&self) -> TagLease {
+        self.lease
+    }
+
+    /// Each slot below the high water that ever held an object, with its
+    /// serial and whether it holds an object now (`f(index, serial, occupied)`).
+    /// Never-used slots (serial 0) are left out.
+    pub(crate) fn for_each_used_slot(&self, mut f: impl FnMut(u32, u32, bool)) {
+        self.for_each_allocated(self.high_water(), |i, item| {
+            let s = item.serial();
+            if s != 0 {
+                f(i, s, item.object().is_some());
+            }
+        });
+    }
+
+    /// Makes `index`, never used in this heap, a free slot whose next serial
+    /// is `serial` ([`RETIRED`]: never handed out again), as the slot of a
+    /// freed object is. For an exact restore.
+    pub(crate) fn restore_free(&mut self, index: u32, serial: u32) -> Result<(), crate::Error> {
+        self.check_claim(index)?;
+        if !self.table.claim(index) {
+            return Err(crate::Error::IndexTaken(index));
+        }
+        self.at(index).vacate(serial);
+        if serial == RETIRED {
+            self.retired += 1;
+        } else {
+            self.table.release(index);
+        }
+        Ok(())
+    }
+
+    /// The handle the next object placed in slot `index` (reserved or
+    /// claimed) gets: what [`fill`](Self::fill) issues.
+    pub(crate) fn next_handle(&self, index: u32) -> AnyObj {
+        let old = self.at(index).serial();
+        let serial = if old == 0 {
+            serial::make(self.lease.tag, self.lease.floor)
+        } else {
+            old
+        };
+        AnyObj::new(index, NonZeroU32::new(serial).expect("tag is never 0"))
+    }
+
+    /// Gives back reserved slots that were never filled (a load that failed
+    /// after reserving its objects' slots).
+    pub(crate) fn unreserve(&mut self, indices: &[u32]) {
+        self.table.sync();
+        for &i in indices {
+            self.table.release(i);
+        }
+    }
+
     // ----- counts -------------------------------------------------------------------
 
     /// Folds concurrent reservations into the free list and high water.

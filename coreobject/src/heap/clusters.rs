@@ -17,7 +17,7 @@ use super::Heap;
 
 impl Heap {
     /// Whether `h` may join a cluster (as its root when `root`).
-    fn clusterable(&self, h: AnyObj, root: bool) -> Result<(), ClusterError> {
+    pub(super) fn clusterable(&self, h: AnyObj, root: bool) -> Result<(), ClusterError> {
         self.array
             .lookup(h, flags::DEAD)
             .map_err(|_| ClusterError::NotAlive)?;

@@ -40,6 +40,7 @@ mod names;
 mod pool;
 mod rename;
 mod roots;
+mod save;
 
 pub use create::SpawnAt;
 pub use rename::Rename;
@@ -310,6 +311,15 @@ impl Heap {
     /// assert!(matches!(Heap::with_config(bad), Err(Error::Config(_))));
     /// ```
     pub fn with_config(config: HeapConfig) -> Result<Heap, Error> {
+        Heap::check_config(&config)?;
+        let lease = serial::acquire(config.generation_bits).ok_or(Error::TooManyHeaps {
+            live_limit: serial::LIVE_LIMIT,
+        })?;
+        Ok(Heap::with_lease(config, lease))
+    }
+
+    /// Refuses settings a heap cannot be made with.
+    fn check_config(config: &HeapConfig) -> Result<(), Error> {
         if config.max_objects == 0 || config.max_objects > 1 << 31 {
             return Err(ConfigError::MaxObjects.into());
         }
@@ -320,9 +330,11 @@ impl Heap {
             return Err(ConfigError::PoolSize.into());
         }
         config.gc.validate()?;
-        let lease = serial::acquire(config.generation_bits).ok_or(Error::TooManyHeaps {
-            live_limit: serial::LIVE_LIMIT,
-        })?;
+        Ok(())
+    }
+
+    /// A heap with checked settings and a tag already claimed.
+    fn with_lease(config: HeapConfig, lease: serial::TagLease) -> Heap {
         let mut array = ObjectArray::new(
             config.max_objects,
             config.preallocate,
@@ -335,7 +347,7 @@ impl Heap {
             array.start_recording();
             array.watch(true);
         }
-        Ok(Heap {
+        Heap {
             array,
             names: RwLock::new(Names::default()),
             name_hint: NameHint::default(),
@@ -348,7 +360,7 @@ impl Heap {
             gc: Collector::new(config.gc.clone()),
             config,
             next_hook: 1,
-        })
+        }
     }
 
     /// The settings this heap was made with (the collector's may have changed
