@@ -216,13 +216,15 @@ struct CoTree {
     right: Option<coreobject::Obj<CoTree>>,
 }
 
-fn co_make(heap: &coreobject::Heap, d: u32) -> coreobject::Obj<CoTree> {
+/// Builds a tree through `&mut Heap` (`Heap::create_mut`): the owner's
+/// path, which takes no lock and no locked instruction.
+fn co_make(heap: &mut coreobject::Heap, d: u32) -> coreobject::Obj<CoTree> {
     let (left, right) = if d > 0 {
         (Some(co_make(heap, d - 1)), Some(co_make(heap, d - 1)))
     } else {
         (None, None)
     };
-    heap.create(CoTree { left, right })
+    heap.create_mut(CoTree { left, right })
 }
 
 fn co_check(heap: &coreobject::Heap, n: coreobject::Obj<CoTree>) -> u64 {
@@ -259,15 +261,15 @@ fn coreobject(plan: &Plan) -> Vec<u64> {
         plan,
         |d| {
             let mut h = heap.borrow_mut();
-            let t = co_make(&h, d);
+            let t = co_make(&mut h, d);
             let c = co_check(&h, t);
             tick(&mut h);
             c
         },
         |d| {
             let t = {
-                let h = heap.borrow();
-                let t = co_make(&h, d);
+                let mut h = heap.borrow_mut();
+                let t = co_make(&mut h, d);
                 h.add_to_root(t).expect("root");
                 t
             };

@@ -157,8 +157,16 @@ impl Item {
 
     /// Empties the slot and moves its serial to `next` (the next generation,
     /// or [`RETIRED`]). Returns the object it held.
+    ///
+    /// Only the holder of the array's `&mut` frees a slot (the purge, a
+    /// restore), so no other thread reads or writes the pointer meanwhile:
+    /// a plain load and store do what a swap would, without its locked
+    /// instruction. Readers that come later synchronize through the `&mut`
+    /// borrow's end, as for every other write under it.
+    #[inline]
     pub(crate) fn vacate(&self, next: u32) -> Option<NonNull<Header>> {
-        let p = self.object.swap(std::ptr::null_mut(), AcqRel);
+        let p = self.object.load(Relaxed);
+        self.object.store(std::ptr::null_mut(), Relaxed);
         self.flags.store(0, Relaxed);
         self.serial.store(next, Release);
         NonNull::new(p)

@@ -374,6 +374,30 @@ impl Table {
         Some(index)
     }
 
+    /// [`reserve`](Self::reserve) for a caller that holds the table
+    /// exclusively: the same cursor step as a plain load and store, so no
+    /// locked instruction. Concurrent reservations are impossible (they need
+    /// `&Table`), so the fetch-and-subtract has nothing to order against.
+    #[inline]
+    pub(crate) fn reserve_mut(&mut self) -> Option<u32> {
+        let n = self.cursor.load(Ordering::Relaxed);
+        let gaps = self.gaps.len as i64;
+        let index = if n > gaps {
+            self.free.live_at((n - gaps - 1) as usize)
+        } else if n > 0 {
+            self.gaps.select((gaps - n) as u32)
+        } else {
+            let i = self.high_water as i64 - n;
+            if i >= self.cap as i64 {
+                return None;
+            }
+            i as u32
+        };
+        self.cursor.store(n - 1, Ordering::Relaxed);
+        self.chunks.ensure(index, true);
+        Some(index)
+    }
+
     /// One past the highest slot handed out so far, including reservations
     /// since the last `sync`. Gap slots below it are not objects.
     #[inline]
