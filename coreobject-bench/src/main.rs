@@ -707,6 +707,22 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
             at_target_size: true,
             note: "coreobject / slotmap time".into(),
         });
+        out.push(Target {
+            name: "weak resolve, listed (Heap::get_many) <= 2.0x slotmap".into(),
+            measured: ratio(w, 2, Peer::CoreObject, Peer::SlotMap),
+            limit: 2.0,
+            unit: "x",
+            at_target_size: true,
+            note: "coreobject get_many / slotmap plain loop".into(),
+        });
+        out.push(Target {
+            name: "weak resolve, chained (latency) <= 2.0x slotmap".into(),
+            measured: ratio(w, 1, Peer::CoreObject, Peer::SlotMap),
+            limit: 2.0,
+            unit: "x",
+            at_target_size: true,
+            note: "coreobject / slotmap time, each lookup waiting for the last".into(),
+        });
     }
     if let Some(w) = find("binary-trees") {
         let at = param(w, "depth") == TARGET_TREE_DEPTH.to_string();

@@ -547,7 +547,7 @@ pub use error::{CapReport, ConfigError, Error, PoolError, ResolveError, SerialRe
 pub use gc::debug::{ClassMemory, MemoryReport, PageClassMemory, RefChain, RefLink, RootKind};
 pub use gc::{CollectStats, CycleKind, GcTotals, Phase, PreCollect, Tick, Trigger};
 pub use handle::{AnyObj, Handle, Obj, Weak};
-pub use heap::{Heap, ObjectFlags, Rename, Spawn, SpawnAt, TableStats};
+pub use heap::{GetMany, Heap, ObjectFlags, Rename, Spawn, SpawnAt, TableStats};
 pub use lifecycle::{DestroyCx, Lifecycle};
 pub use listener::{CreateListener, DeleteListener, HookId, ObjectEvent};
 pub use names::{IntoName, Name};

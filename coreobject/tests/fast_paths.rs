@@ -276,3 +276,47 @@ fn threads_and_owner_share_the_table() {
         assert_eq!(heap.len(), kept.len());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// `get_many` gives, for every handle in order, what `get` gives: live,
+    /// freed, garbage and foreign handles, lists shorter and longer than its
+    /// read-ahead.
+    #[test]
+    fn get_many_matches_get(
+        n in 1..200usize,
+        keep in prop::collection::vec(any::<bool>(), 200),
+        picks in prop::collection::vec((0..220usize, 0..4u8), 0..300),
+    ) {
+        let mut heap = Heap::new();
+        let other = Heap::new();
+        let foreign = other.create(Node { id: 7, next: None });
+        let made: Vec<_> = (0..n).map(|i| heap.create_mut(Node { id: i as u64, next: None })).collect();
+        for (h, &k) in made.iter().zip(&keep) {
+            if k {
+                heap.add_to_root(*h).unwrap();
+            }
+        }
+        heap.collect().unwrap();
+        let garbage = made.iter().zip(&keep).find(|(_, &k)| k).map(|(h, _)| *h);
+        if let Some(g) = garbage {
+            heap.mark_as_garbage(g).unwrap();
+        }
+        let handles: Vec<Obj<Node>> = picks
+            .iter()
+            .map(|&(i, kind)| match kind {
+                0 => foreign,
+                _ => made[i % n],
+            })
+            .collect();
+        let one: Vec<Option<u64>> = handles.iter().map(|&h| heap.get(h).map(|v| v.id)).collect();
+        let many: Vec<Option<u64>> = heap.get_many(handles.iter().copied()).map(|v| v.map(|v| v.id)).collect();
+        prop_assert_eq!(&one, &many);
+        for (h, v) in handles.iter().zip(&many) {
+            let expect = (*h != foreign && keep[h.index() as usize % 200] && Some(*h) != garbage).then_some(h.index() as u64);
+            // Slot i holds object i (a fresh heap fills slots in order).
+            prop_assert_eq!(*v, expect);
+        }
+    }
+}

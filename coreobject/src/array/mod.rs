@@ -459,6 +459,23 @@ impl ObjectArray {
         Ok(p)
     }
 
+    /// Starts loading the item a handle names (a hint: nothing is read).
+    #[inline(always)]
+    pub(crate) fn prefetch_item(&self, h: AnyObj) {
+        if let Some(item) = self.table.item(h.index()) {
+            crate::trace::prefetch_line(item);
+        }
+    }
+
+    /// Starts loading the object in the slot a handle names, whoever holds
+    /// it (a hint: a stale handle costs a wasted load, nothing more).
+    #[inline(always)]
+    pub(crate) fn prefetch_object(&self, h: AnyObj) {
+        if let Some(p) = self.table.item(h.index()).and_then(Item::object) {
+            crate::trace::prefetch_line(p.as_ptr());
+        }
+    }
+
     /// The read barrier of interior-mutable objects: while a cycle marks, a
     /// `&T` handed out for one (which can change its handles behind a lock)
     /// puts it on the re-scan list, once until marking looks at the list.

@@ -144,11 +144,19 @@ impl Chunks {
     /// `fill`: fault a chunk that this call installs in now (past the
     /// first [`LAZY_CHUNKS`]), as creation does; preallocation does not, so
     /// that a preallocated table still costs memory only as it is used.
+    #[inline(always)]
     fn ensure(&self, index: u32, fill: bool) {
         let slot = &self.dir[(index >> CHUNK_SHIFT) as usize];
-        if !slot.load(Ordering::Acquire).is_null() {
-            return;
+        if slot.load(Ordering::Acquire).is_null() {
+            self.install(index, fill);
         }
+    }
+
+    /// [`ensure`](Self::ensure) when the chunk is missing: builds it.
+    #[cold]
+    #[inline(never)]
+    fn install(&self, index: u32, fill: bool) {
+        let slot = &self.dir[(index >> CHUNK_SHIFT) as usize];
         if vm::ENABLED {
             let c = (index >> CHUNK_SHIFT) as usize;
             let chunk = self

@@ -41,6 +41,7 @@ mod pool;
 mod rename;
 mod roots;
 
+pub use access::GetMany;
 pub use create::SpawnAt;
 pub use rename::Rename;
 
