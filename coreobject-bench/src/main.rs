@@ -734,6 +734,20 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
             at_target_size: at,
             note: "coreobject / Box time".into(),
         });
+        // Issue 27: the same program with nothing configured.
+        for other in [Peer::Box, Peer::Rc, Peer::Dumpster] {
+            out.push(Target {
+                name: format!(
+                    "binary-trees depth 16 <= 1.0x {} (Heap::new(), create, tick)",
+                    other.name()
+                ),
+                measured: ratio(w, 2, Peer::CoreObject, other),
+                limit: 1.0,
+                unit: "x",
+                at_target_size: at,
+                note: format!("coreobject defaults / {} time", other.name()),
+            });
+        }
         // Issue 18: at most Box's time, and faster than Rc and dumpster.
         for (other, limit) in [(Peer::Box, 1.0), (Peer::Rc, 1.0), (Peer::Dumpster, 1.0)] {
             out.push(Target {
