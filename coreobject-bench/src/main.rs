@@ -764,6 +764,14 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
         }
     }
     if let Some(w) = find("names") {
+        out.push(Target {
+            name: "names create named <= 1.3x unnamed (&mut Heap)".into(),
+            measured: report::median_of(w, Peer::CoreObject, 14),
+            limit: 1.3,
+            unit: "x",
+            at_target_size: param(w, "objects") == TARGET_NAMES_OBJECTS.to_string(),
+            note: "spawn_mut(..).name(..) / create_mut and spawn_mut(..).outer(..)".into(),
+        });
         for (m, what, how) in [
             (6, "create named", "named (Name)"),
             (7, "free named", "named (Name)"),
