@@ -19,6 +19,13 @@
 //! when a minor leaves the old generation at max(2 × the last major's
 //! survivors, 2^18) objects or more, the same grow-by-2 rule applied to the
 //! old generation. `ideal` resets an index arena per tree.
+//!
+//! coreobject runs that program creating through `&mut Heap`
+//! (`Heap::create_mut`, the owner's path), and reports two more: the same
+//! pacing creating through `&Heap` (`Heap::create`), and the obvious
+//! program with nothing configured (`Heap::new()`, `Heap::create`, `tick`
+//! after every tree), each in a column of its own beside the other peers'
+//! one time.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};

@@ -99,6 +99,11 @@
 //! [`Heap::path_name`] use them. An object keeps its outer alive, as in
 //! Unreal 5 ([`GcConfig::outer_keeps_inners`] adds the reverse).
 //! `spawn`, like [`Heap::create`], takes `&Heap`, so any thread may create.
+//! The code that owns the heap can create through `&mut Heap` instead,
+//! with [`Heap::create_mut`] and [`Heap::spawn_mut`]: the same objects and
+//! handles, without any lock or atomic read-modify-write (the borrow
+//! proves no other thread is creating). [`Heap::get_many`] resolves a list
+//! of handles, reading the next ones' entries and objects ahead.
 //! A name is a [`Name`]: an interned base plus a number, as Unreal's
 //! `FName` (`Level_1` is `Level` and 1), so [`Heap::intern`] once and
 //! [`Name::with_number`] cost no string work; [`Spawn::unique_name`] lets
