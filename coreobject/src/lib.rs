@@ -456,7 +456,7 @@
 //!
 //! ```text
 //! handle (8 bytes)   index: u32 | serial: u32 = [ heap tag: 10 bits | generation: 22 bits ]
-//! item (24 bytes)    object: *Header | flags: u32 | cluster_root: u32 | serial: u32 | refcount: u32
+//! item (24 bytes)    object: *Header | serial: u32 | flags: u32 | cluster_root: u32 | refcount: u32
 //! object             [outer: AnyObj, if any] | header (8 bytes: class: &'static Class, tag bit 0 = has an outer) | value: T
 //! page (64 KiB)      head (64 bytes: free list, room-list links, live count, bump offset) | slots of one size
 //! ```
