@@ -764,6 +764,22 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
             at_target_size: true,
             note: "coreobject / slotmap time".into(),
         });
+        out.push(Target {
+            name: "weak resolve, listed (Heap::get_many) <= 2.0x slotmap".into(),
+            measured: ratio(w, 2, Peer::CoreObject, Peer::SlotMap),
+            limit: 2.0,
+            unit: "x",
+            at_target_size: true,
+            note: "coreobject get_many / slotmap plain loop".into(),
+        });
+        out.push(Target {
+            name: "weak resolve, chained (latency) <= 2.0x slotmap".into(),
+            measured: ratio(w, 1, Peer::CoreObject, Peer::SlotMap),
+            limit: 2.0,
+            unit: "x",
+            at_target_size: true,
+            note: "coreobject / slotmap time, each lookup waiting for the last".into(),
+        });
     }
     if let Some(w) = find("binary-trees") {
         let at = param(w, "depth") == TARGET_TREE_DEPTH.to_string();
@@ -775,6 +791,20 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
             at_target_size: at,
             note: "coreobject / Box time".into(),
         });
+        // Issue 27: the same program with nothing configured.
+        for other in [Peer::Box, Peer::Rc, Peer::Dumpster] {
+            out.push(Target {
+                name: format!(
+                    "binary-trees depth 16 <= 1.0x {} (Heap::new(), create, tick)",
+                    other.name()
+                ),
+                measured: ratio(w, 2, Peer::CoreObject, other),
+                limit: 1.0,
+                unit: "x",
+                at_target_size: at,
+                note: format!("coreobject defaults / {} time", other.name()),
+            });
+        }
         // Issue 18: at most Box's time, and faster than Rc and dumpster.
         for (other, limit) in [(Peer::Box, 1.0), (Peer::Rc, 1.0), (Peer::Dumpster, 1.0)] {
             out.push(Target {
@@ -791,6 +821,14 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
         }
     }
     if let Some(w) = find("names") {
+        out.push(Target {
+            name: "names create named <= 1.3x unnamed (&mut Heap)".into(),
+            measured: report::median_of(w, Peer::CoreObject, 14),
+            limit: 1.3,
+            unit: "x",
+            at_target_size: param(w, "objects") == TARGET_NAMES_OBJECTS.to_string(),
+            note: "spawn_mut(..).name(..) / create_mut and spawn_mut(..).outer(..)".into(),
+        });
         for (m, what, how) in [
             (6, "create named", "named (Name)"),
             (7, "free named", "named (Name)"),

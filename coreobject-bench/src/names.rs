@@ -32,7 +32,7 @@
 
 use std::time::Instant;
 
-use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Obj, Object};
+use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Obj, Object, Spawn};
 
 use crate::harness::{verify, Metric, Outcome, Peer, Run};
 
@@ -86,12 +86,32 @@ pub fn metrics() -> Vec<Metric> {
             "x",
         ),
         Metric::new("free_unique_ratio", "free generated names / unnamed", "x"),
+        Metric::new(
+            "create_unnamed_mut",
+            "create, unnamed, through &mut Heap (create_mut)",
+            "ns/object",
+        ),
+        Metric::new(
+            "create_named_mut",
+            "create, named (Name), through &mut Heap (spawn_mut)",
+            "ns/object",
+        ),
+        Metric::new(
+            "create_mut_ratio",
+            "create named / unnamed, both through &mut Heap",
+            "x",
+        ),
+        Metric::new(
+            "create_mut_vs_shared",
+            "create unnamed: &mut Heap / &Heap",
+            "x",
+        ),
     ]
 }
 
 /// One mode: (create ns/object, free ns/object) of each round, or what
 /// went wrong.
-fn measure(mode: Mode, n: usize) -> Result<[(f64, f64); 2], String> {
+fn measure(mode: Mode, owner: bool, n: usize) -> Result<[(f64, f64); 2], String> {
     let mut heap = Heap::with_config(HeapConfig {
         max_objects: ((n + OUTERS) as u32).max(HeapConfig::DEFAULT.max_objects),
         gc: GcConfig::MANUAL,
@@ -111,7 +131,7 @@ fn measure(mode: Mode, n: usize) -> Result<[(f64, f64); 2], String> {
     let actor = heap.intern("Actor").map_err(|e| e.to_string())?;
     let mut out = [(0.0, 0.0); 2];
     for (round, figures) in out.iter_mut().enumerate() {
-        *figures = measure_round(&mut heap, mode, n, round * n, &outers, actor)?;
+        *figures = measure_round(&mut heap, owner, mode, n, round * n, &outers, actor)?;
     }
     Ok(out)
 }
@@ -125,9 +145,31 @@ fn name_of(mode: Mode, k: usize) -> String {
     }
 }
 
-/// One round: names `Actor_{first}` …; (create, free) ns/object.
+/// Gives a builder the outer and the name of object `k` of `mode`.
+fn configure<H>(
+    s: Spawn<'_, Actor, H>,
+    mode: Mode,
+    outer: Option<AnyObj>,
+    k: usize,
+    actor: coreobject::Name,
+) -> Spawn<'_, Actor, H> {
+    let s = match outer {
+        Some(o) => s.outer(o),
+        None => s,
+    };
+    match mode {
+        Mode::Unnamed => s,
+        Mode::Named => s.name(actor.with_number(k as u32)),
+        Mode::Strings => s.name(format!("Actor_{k}")),
+        Mode::Unique => s.unique_name(actor),
+    }
+}
+
+/// One round: names `Actor_{first}` …; (create, free) ns/object. `owner`:
+/// create through `&mut Heap` (`create_mut`, `spawn_mut`).
 fn measure_round(
     heap: &mut Heap,
+    owner: bool,
     mode: Mode,
     n: usize,
     first: usize,
@@ -140,21 +182,16 @@ fn measure_round(
     let t = Instant::now();
     for i in 0..n {
         let value = Actor { v: i as u64 };
-        let h = if mode == Mode::Unnamed && i % 2 == 1 {
-            heap.create(value)
-        } else {
-            let mut s = heap.spawn(value);
-            if i % 2 == 0 {
-                s = s.outer(outers[(i / 2) % OUTERS]);
-            }
-            match mode {
-                Mode::Unnamed => s,
-                Mode::Named => s.name(actor.with_number((first + i) as u32)),
-                Mode::Strings => s.name(format!("Actor_{}", first + i)),
-                Mode::Unique => s.unique_name(actor),
-            }
-            .create()
-            .map_err(|e| e.to_string())?
+        let outer = (i % 2 == 0).then(|| outers[(i / 2) % OUTERS]);
+        let h = match (mode == Mode::Unnamed && i % 2 == 1, owner) {
+            (true, false) => heap.create(value),
+            (true, true) => heap.create_mut(value),
+            (false, false) => configure(heap.spawn(value), mode, outer, first + i, actor)
+                .create()
+                .map_err(|e| e.to_string())?,
+            (false, true) => configure(heap.spawn_mut(value), mode, outer, first + i, actor)
+                .create()
+                .map_err(|e| e.to_string())?,
         };
         hs.push(h);
     }
@@ -205,18 +242,27 @@ pub fn run(peer: Peer, p: &Params) -> Outcome {
         return Outcome::Na("no object names");
     }
     let n = p.objects;
-    let all = [Mode::Unnamed, Mode::Named, Mode::Strings, Mode::Unique].map(|m| measure(m, n));
-    let [[u1, unnamed], [n1, named], [s1, strings], [g1, unique]] = match all {
-        [Ok(a), Ok(b), Ok(c), Ok(d)] => [a, b, c, d],
-        all => {
-            let why: Vec<String> = all.into_iter().filter_map(Result::err).collect();
-            return Outcome::Ran(Run {
-                values: vec![f64::NAN; metrics().len()],
-                extra: Vec::new(),
-                check: Err(why.join("; ")),
-            });
-        }
-    };
+    let all = [
+        (Mode::Unnamed, false),
+        (Mode::Named, false),
+        (Mode::Strings, false),
+        (Mode::Unique, false),
+        (Mode::Unnamed, true),
+        (Mode::Named, true),
+    ]
+    .map(|(m, owner)| measure(m, owner, n));
+    let [[u1, unnamed], [n1, named], [s1, strings], [g1, unique], [_, unnamed_mut], [_, named_mut]] =
+        match all {
+            [Ok(a), Ok(b), Ok(c), Ok(d), Ok(e), Ok(f)] => [a, b, c, d, e, f],
+            all => {
+                let why: Vec<String> = all.into_iter().filter_map(Result::err).collect();
+                return Outcome::Ran(Run {
+                    values: vec![f64::NAN; metrics().len()],
+                    extra: Vec::new(),
+                    check: Err(why.join("; ")),
+                });
+            }
+        };
     Outcome::Ran(Run {
         values: vec![
             unnamed.0,
@@ -231,6 +277,10 @@ pub fn run(peer: Peer, p: &Params) -> Outcome {
             unique.1,
             unique.0 / unnamed.0,
             unique.1 / unnamed.1,
+            unnamed_mut.0,
+            named_mut.0,
+            named_mut.0 / unnamed_mut.0,
+            unnamed_mut.0 / unnamed.0,
         ],
         extra: vec![
             ("first_round_create_unnamed", u1.0),

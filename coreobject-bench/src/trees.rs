@@ -19,6 +19,13 @@
 //! when a minor leaves the old generation at max(2 × the last major's
 //! survivors, 2^18) objects or more, the same grow-by-2 rule applied to the
 //! old generation. `ideal` resets an index arena per tree.
+//!
+//! coreobject runs that program creating through `&mut Heap`
+//! (`Heap::create_mut`, the owner's path), and reports two more: the same
+//! pacing creating through `&Heap` (`Heap::create`), and the obvious
+//! program with nothing configured (`Heap::new()`, `Heap::create`, `tick`
+//! after every tree), each in a column of its own beside the other peers'
+//! one time.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -96,6 +103,16 @@ pub fn metrics() -> Vec<Metric> {
     vec![
         Metric::new("total_ms", "whole benchmark", "ms"),
         Metric::new("ns_per_node", "per node allocated", "ns/node"),
+        Metric::new(
+            "defaults_ms",
+            "coreobject: Heap::new(), Heap::create, tick after each tree (peers: as total)",
+            "ms",
+        ),
+        Metric::new(
+            "shared_ms",
+            "coreobject: as total, but creating through &Heap (peers: as total)",
+            "ms",
+        ),
     ]
 }
 
@@ -115,16 +132,37 @@ pub fn run(peer: Peer, plan: &Plan) -> Outcome {
     };
     let elapsed: Duration = t.elapsed();
     let expected = plan.expected();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    // coreobject's other two programs; every other peer has one.
+    let (mut defaults, mut shared) = (elapsed, elapsed);
+    let mut more = Vec::new();
+    if peer == Peer::CoreObject {
+        let t = Instant::now();
+        more.push(("defaults", coreobject_defaults(plan)));
+        defaults = t.elapsed();
+        let t = Instant::now();
+        more.push(("shared", coreobject_shared(plan)));
+        shared = t.elapsed();
+    }
+    let mut checks_ok = vec![(
+        checks == expected,
+        format!("checks {checks:?}, expected {expected:?}"),
+    )];
+    checks_ok.extend(more.into_iter().map(|(what, c)| {
+        (
+            c == expected,
+            format!("{what}: checks {c:?}, expected {expected:?}"),
+        )
+    }));
     Outcome::Ran(Run {
         values: vec![
-            elapsed.as_secs_f64() * 1e3,
+            ms(elapsed),
             elapsed.as_nanos() as f64 / plan.total_nodes() as f64,
+            ms(defaults),
+            ms(shared),
         ],
         extra: Vec::new(),
-        check: verify(&[(
-            checks == expected,
-            format!("checks {checks:?}, expected {expected:?}"),
-        )]),
+        check: verify(&checks_ok),
     })
 }
 
@@ -216,13 +254,15 @@ struct CoTree {
     right: Option<coreobject::Obj<CoTree>>,
 }
 
-fn co_make(heap: &coreobject::Heap, d: u32) -> coreobject::Obj<CoTree> {
+/// Builds a tree through `&mut Heap` (`Heap::create_mut`): the owner's
+/// path, which takes no lock and no locked instruction.
+fn co_make(heap: &mut coreobject::Heap, d: u32) -> coreobject::Obj<CoTree> {
     let (left, right) = if d > 0 {
         (Some(co_make(heap, d - 1)), Some(co_make(heap, d - 1)))
     } else {
         (None, None)
     };
-    heap.create(CoTree { left, right })
+    heap.create_mut(CoTree { left, right })
 }
 
 fn co_check(heap: &coreobject::Heap, n: coreobject::Obj<CoTree>) -> u64 {
@@ -259,7 +299,90 @@ fn coreobject(plan: &Plan) -> Vec<u64> {
         plan,
         |d| {
             let mut h = heap.borrow_mut();
-            let t = co_make(&h, d);
+            let t = co_make(&mut h, d);
+            let c = co_check(&h, t);
+            tick(&mut h);
+            c
+        },
+        |d| {
+            let t = {
+                let mut h = heap.borrow_mut();
+                let t = co_make(&mut h, d);
+                h.add_to_root(t).expect("root");
+                t
+            };
+            let heap = &heap;
+            move || co_check(&heap.borrow(), t)
+        },
+    )
+}
+
+/// Builds a tree through `&Heap` (`Heap::create`), as any thread can.
+fn co_make_shared(heap: &coreobject::Heap, d: u32) -> coreobject::Obj<CoTree> {
+    let (left, right) = if d > 0 {
+        (
+            Some(co_make_shared(heap, d - 1)),
+            Some(co_make_shared(heap, d - 1)),
+        )
+    } else {
+        (None, None)
+    };
+    heap.create(CoTree { left, right })
+}
+
+/// The obvious program: `Heap::new()`, `Heap::create`, `tick` after every
+/// tree, nothing configured.
+fn coreobject_defaults(plan: &Plan) -> Vec<u64> {
+    use coreobject::Heap;
+    let heap = std::cell::RefCell::new(Heap::new());
+    drive(
+        plan,
+        |d| {
+            let mut h = heap.borrow_mut();
+            let t = co_make_shared(&h, d);
+            let c = co_check(&h, t);
+            h.tick(Duration::ZERO);
+            c
+        },
+        |d| {
+            let t = {
+                let h = heap.borrow();
+                let t = co_make_shared(&h, d);
+                h.add_to_root(t).expect("root");
+                t
+            };
+            let heap = &heap;
+            move || co_check(&heap.borrow(), t)
+        },
+    )
+}
+
+/// [`coreobject`]'s configuration and pacing, creating through `&Heap`.
+fn coreobject_shared(plan: &Plan) -> Vec<u64> {
+    use coreobject::{CycleKind, GcConfig, Heap, HeapConfig};
+    let config = HeapConfig {
+        gc: GcConfig {
+            young_threshold: Some(MIN_TRIGGER),
+            ..GcConfig::MANUAL
+        },
+        ..HeapConfig::LARGE
+    };
+    let heap = std::cell::RefCell::new(Heap::with_config(config).expect("heap config"));
+    let mut major_live = 0;
+    let mut tick = |heap: &mut Heap| {
+        if let Some(stats) = heap.tick(Duration::ZERO).completed {
+            if stats.kind == CycleKind::Major {
+                major_live = stats.live;
+            } else if stats.live >= (2 * major_live).max(MIN_TRIGGER) {
+                major_live = heap.collect().expect("collect").live;
+            }
+        }
+    };
+    drive(
+        plan,
+        |d| {
+            let mut h = heap.borrow_mut();
+            let t = co_make_shared(&h, d);
             let c = co_check(&h, t);
             tick(&mut h);
             c
@@ -267,7 +390,7 @@ fn coreobject(plan: &Plan) -> Vec<u64> {
         |d| {
             let t = {
                 let h = heap.borrow();
-                let t = co_make(&h, d);
+                let t = co_make_shared(&h, d);
                 h.add_to_root(t).expect("root");
                 t
             };

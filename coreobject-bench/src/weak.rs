@@ -43,6 +43,23 @@ pub struct Plan {
     pub hits: u64,
     /// Expected sum of the values read.
     pub sum: u64,
+    /// Expected hits of the chained loop.
+    pub chain_hits: u64,
+    /// Expected sum of the chained loop.
+    pub chain_sum: u64,
+}
+
+/// The chained loop's next object: the drawn index moved on by the value
+/// the last lookup read (0 on a miss), so each address waits for the
+/// previous lookup's result.
+#[inline(always)]
+fn chain_next(n: usize, drawn: u32, last: usize) -> usize {
+    let j = drawn as usize + last;
+    if j >= n {
+        j - n
+    } else {
+        j
+    }
 }
 
 impl Plan {
@@ -71,24 +88,70 @@ impl Plan {
                 sum += i as u64;
             }
         }
+        let (mut chain_hits, mut chain_sum, mut last) = (0, 0, 0usize);
+        for &i in &lookups {
+            let j = chain_next(n, i, last);
+            last = 0;
+            if !freed[j] {
+                chain_hits += 1;
+                chain_sum += j as u64;
+                last = j;
+            }
+        }
         Ok(Plan {
             n,
             freed,
             lookups,
             hits,
             sum,
+            chain_hits,
+            chain_sum,
         })
     }
 }
 
-/// The metric.
+/// The metrics: three loops over the same lookups.
 pub fn metrics() -> Vec<Metric> {
-    vec![Metric::new("ns_per_resolve", "weak resolve", "ns/lookup")]
+    vec![
+        Metric::new(
+            "ns_per_resolve",
+            "throughput: independent lookups, one at a time",
+            "ns/lookup",
+        ),
+        Metric::new(
+            "ns_per_chained",
+            "latency: each lookup's index waits for the last one's value",
+            "ns/lookup",
+        ),
+        Metric::new(
+            "ns_per_listed",
+            "a list of handles: coreobject Heap::get_many, peers their plain loop",
+            "ns/lookup",
+        ),
+    ]
+}
+
+/// What one peer measured: (time, hits, sum) for each loop.
+struct Loops {
+    plain: (Duration, u64, u64),
+    chained: (Duration, u64, u64),
+    listed: (Duration, u64, u64),
+}
+
+/// The three loops for a peer whose lookups are `resolve(i)` (the listed
+/// loop is the plain one: the peer has no batch lookup).
+#[inline(always)]
+fn loops(plan: &Plan, mut resolve: impl FnMut(usize) -> Option<u64>) -> Loops {
+    Loops {
+        plain: lookups(plan, &mut resolve),
+        chained: chained(plan, &mut resolve),
+        listed: lookups(plan, &mut resolve),
+    }
 }
 
 /// Runs one repetition for `peer`.
 pub fn run(peer: Peer, plan: &Plan) -> Outcome {
-    let (elapsed, hits, sum) = match peer {
+    let l = match peer {
         Peer::CoreObject => coreobject(plan),
         Peer::GcArena => gc_arena(plan),
         Peer::RustCc => rust_cc(plan),
@@ -98,21 +161,26 @@ pub fn run(peer: Peer, plan: &Plan) -> Outcome {
         Peer::RustGc | Peer::Dumpster => return Outcome::Na("no weak references"),
         Peer::Box => return Outcome::Na("no sharing, so no weak references"),
     };
+    let per = |d: Duration| d.as_nanos() as f64 / plan.lookups.len().max(1) as f64;
+    let check = |name: &str, (_, hits, sum): (Duration, u64, u64), eh: u64, es: u64| {
+        (
+            hits == eh && sum == es,
+            format!("{name}: {hits} hits, sum {sum}; expected {eh}, {es}"),
+        )
+    };
     Outcome::Ran(Run {
-        values: vec![elapsed.as_nanos() as f64 / plan.lookups.len().max(1) as f64],
+        values: vec![per(l.plain.0), per(l.chained.0), per(l.listed.0)],
         extra: Vec::new(),
         check: verify(&[
-            (
-                hits == plan.hits,
-                format!("{hits} hits, expected {}", plan.hits),
-            ),
-            (sum == plan.sum, format!("sum {sum}, expected {}", plan.sum)),
+            check("plain", l.plain, plan.hits, plan.sum),
+            check("chained", l.chained, plan.chain_hits, plan.chain_sum),
+            check("listed", l.listed, plan.hits, plan.sum),
         ]),
     })
 }
 
-/// The timed loop, shared by every peer: `resolve(i)` gives the value of
-/// object `i` if its weak handle still resolves.
+/// The throughput loop, shared by every peer: `resolve(i)` gives the value
+/// of object `i` if its weak handle still resolves.
 #[inline(always)]
 fn lookups(plan: &Plan, mut resolve: impl FnMut(usize) -> Option<u64>) -> (Duration, u64, u64) {
     let t = Instant::now();
@@ -122,6 +190,42 @@ fn lookups(plan: &Plan, mut resolve: impl FnMut(usize) -> Option<u64>) -> (Durat
             hits += 1;
             sum += v;
         }
+    }
+    (t.elapsed(), black_box(hits), black_box(sum))
+}
+
+/// The latency loop: the same draws, each moved on by the value the last
+/// lookup read, so lookups cannot overlap.
+#[inline(always)]
+fn chained(plan: &Plan, mut resolve: impl FnMut(usize) -> Option<u64>) -> (Duration, u64, u64) {
+    let t = Instant::now();
+    let (mut hits, mut sum, mut last) = (0u64, 0u64, 0usize);
+    for &i in &plan.lookups {
+        last = match resolve(chain_next(plan.n, black_box(i), last)) {
+            Some(v) => {
+                hits += 1;
+                sum += v;
+                v as usize
+            }
+            None => 0,
+        };
+    }
+    (t.elapsed(), black_box(hits), black_box(sum))
+}
+
+/// The listed loop for coreobject: the handles of the draws, resolved by
+/// `Heap::get_many`.
+fn listed_coreobject(
+    plan: &Plan,
+    heap: &coreobject::Heap,
+    weak: &[coreobject::Weak<CoVal>],
+) -> (Duration, u64, u64) {
+    let t = Instant::now();
+    let (mut hits, mut sum) = (0u64, 0u64);
+    let handles = plan.lookups.iter().map(|&i| weak[black_box(i) as usize]);
+    for v in heap.get_many(handles).flatten() {
+        hits += 1;
+        sum += v.v;
     }
     (t.elapsed(), black_box(hits), black_box(sum))
 }
@@ -140,7 +244,7 @@ struct CoKeep {
     keep: Vec<coreobject::Obj<CoVal>>,
 }
 
-fn coreobject(plan: &Plan) -> (Duration, u64, u64) {
+fn coreobject(plan: &Plan) -> Loops {
     use coreobject::{GcConfig, Heap, HeapConfig, Weak};
     let config = HeapConfig {
         max_objects: (plan.n as u32 + 1).max(HeapConfig::DEFAULT.max_objects),
@@ -160,7 +264,12 @@ fn coreobject(plan: &Plan) -> (Duration, u64, u64) {
     let holder = heap.create(CoKeep { keep });
     heap.add_to_root(holder).expect("root");
     heap.collect().expect("collect");
-    lookups(plan, |i| heap.get(weak[i]).map(|o| o.v))
+    let get = |i: usize| heap.get(weak[i]).map(|o| o.v);
+    Loops {
+        plain: lookups(plan, get),
+        chained: chained(plan, get),
+        listed: listed_coreobject(plan, &heap, &weak),
+    }
 }
 
 // ----- gc-arena ----------------------------------------------------------
@@ -179,7 +288,7 @@ unsafe impl<'gc> Collect<'gc> for GaRoot<'gc> {
     }
 }
 
-fn gc_arena(plan: &Plan) -> (Duration, u64, u64) {
+fn gc_arena(plan: &Plan) -> Loops {
     let mut arena = Arena::<Rootable![GaRoot<'_>]>::new(|_| GaRoot {
         keep: Vec::new(),
         weak: Vec::new(),
@@ -194,12 +303,12 @@ fn gc_arena(plan: &Plan) -> (Duration, u64, u64) {
         }
     });
     arena.finish_cycle();
-    arena.mutate(|mc, root| lookups(plan, |i| root.weak[i].upgrade(mc).map(|g| *g)))
+    arena.mutate(|mc, root| loops(plan, |i| root.weak[i].upgrade(mc).map(|g| *g)))
 }
 
 // ----- rust-cc -----------------------------------------------------------
 
-fn rust_cc(plan: &Plan) -> (Duration, u64, u64) {
+fn rust_cc(plan: &Plan) -> Loops {
     use rust_cc::Cc;
     let mut keep: Vec<Option<Cc<u64>>> = Vec::with_capacity(plan.n);
     let mut weak = Vec::with_capacity(plan.n);
@@ -214,7 +323,7 @@ fn rust_cc(plan: &Plan) -> (Duration, u64, u64) {
         }
     }
     rust_cc::collect_cycles();
-    let out = lookups(plan, |i| weak[i].upgrade().map(|c| *c));
+    let out = loops(plan, |i| weak[i].upgrade().map(|c| *c));
     drop(weak);
     drop(keep);
     out
@@ -222,7 +331,7 @@ fn rust_cc(plan: &Plan) -> (Duration, u64, u64) {
 
 // ----- slotmap -----------------------------------------------------------
 
-fn slotmap(plan: &Plan) -> (Duration, u64, u64) {
+fn slotmap(plan: &Plan) -> Loops {
     use slotmap::{DefaultKey, SlotMap};
     let mut map: SlotMap<DefaultKey, u64> = SlotMap::new();
     let keys: Vec<DefaultKey> = (0..plan.n).map(|i| map.insert(i as u64)).collect();
@@ -231,12 +340,12 @@ fn slotmap(plan: &Plan) -> (Duration, u64, u64) {
             map.remove(k);
         }
     }
-    lookups(plan, |i| map.get(keys[i]).copied())
+    loops(plan, |i| map.get(keys[i]).copied())
 }
 
 // ----- Rc ----------------------------------------------------------------
 
-fn rc(plan: &Plan) -> (Duration, u64, u64) {
+fn rc(plan: &Plan) -> Loops {
     use std::rc::Rc;
     let mut keep: Vec<Option<Rc<u64>>> = (0..plan.n).map(|i| Some(Rc::new(i as u64))).collect();
     let weak: Vec<std::rc::Weak<u64>> = keep
@@ -248,7 +357,7 @@ fn rc(plan: &Plan) -> (Duration, u64, u64) {
             *k = None;
         }
     }
-    let out = lookups(plan, |i| weak[i].upgrade().map(|c| *c));
+    let out = loops(plan, |i| weak[i].upgrade().map(|c| *c));
     drop(keep);
     out
 }
@@ -257,7 +366,7 @@ fn rc(plan: &Plan) -> (Duration, u64, u64) {
 
 /// The floor: a generation per slot next to the value, a handle is (slot,
 /// generation).
-fn ideal(plan: &Plan) -> (Duration, u64, u64) {
+fn ideal(plan: &Plan) -> Loops {
     let mut slots: Vec<(u32, u64)> = (0..plan.n).map(|i| (1u32, i as u64)).collect();
     let handles: Vec<(u32, u32)> = (0..plan.n as u32).map(|i| (i, 1)).collect();
     for (s, &f) in slots.iter_mut().zip(&plan.freed) {
@@ -265,7 +374,7 @@ fn ideal(plan: &Plan) -> (Duration, u64, u64) {
             s.0 += 1;
         }
     }
-    lookups(plan, |i| {
+    loops(plan, |i| {
         let (slot, gen) = handles[i];
         let s = &slots[slot as usize];
         (s.0 == gen).then_some(s.1)

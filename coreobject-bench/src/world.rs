@@ -369,8 +369,9 @@ pub fn co_build_with_room(
         ..HeapConfig::DEFAULT
     };
     let mut heap = Heap::with_config(config).expect("heap config");
+    // The builder owns the heap: the owner's creation path (no lock).
     for _ in 0..plan.n {
-        handles.push(heap.create(CoNode {
+        handles.push(heap.create_mut(CoNode {
             refs: Vec::new(),
             tally: Tally,
         }));

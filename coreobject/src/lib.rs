@@ -103,6 +103,11 @@
 //! [`Heap::path_name`] use them. An object keeps its outer alive, as in
 //! Unreal 5 ([`GcConfig::outer_keeps_inners`] adds the reverse).
 //! `spawn`, like [`Heap::create`], takes `&Heap`, so any thread may create.
+//! The code that owns the heap can create through `&mut Heap` instead,
+//! with [`Heap::create_mut`] and [`Heap::spawn_mut`]: the same objects and
+//! handles, without any lock or atomic read-modify-write (the borrow
+//! proves no other thread is creating). [`Heap::get_many`] resolves a list
+//! of handles, reading the next ones' entries and objects ahead.
 //! A name is a [`Name`]: an interned base plus a number, as Unreal's
 //! `FName` (`Level_1` is `Level` and 1), so [`Heap::intern`] once and
 //! [`Name::with_number`] cost no string work; [`Spawn::unique_name`] lets
@@ -503,7 +508,7 @@
 //!
 //! ```text
 //! handle (8 bytes)   index: u32 | serial: u32 = [ heap tag: 10 bits | generation: 22 bits ]
-//! item (24 bytes)    object: *Header | flags: u32 | cluster_root: u32 | serial: u32 | refcount: u32
+//! item (24 bytes)    object: *Header | serial: u32 | flags: u32 | cluster_root: u32 | refcount: u32
 //! object             [outer: AnyObj, if any] | header (8 bytes: class: &'static Class, tag bit 0 = has an outer) | value: T
 //! page (64 KiB)      head (64 bytes: free list, room-list links, live count, bump offset) | slots of one size
 //! ```
@@ -606,7 +611,7 @@ pub use error::{CapReport, ConfigError, Error, PoolError, ResolveError, SerialRe
 pub use gc::debug::{ClassMemory, MemoryReport, PageClassMemory, RefChain, RefLink, RootKind};
 pub use gc::{CollectStats, CycleKind, GcTotals, Phase, PreCollect, Tick, Trigger};
 pub use handle::{AnyObj, Handle, Obj, Weak};
-pub use heap::{Heap, ObjectFlags, Rename, Spawn, SpawnAt, TableStats};
+pub use heap::{GetMany, Heap, ObjectFlags, Rename, Spawn, SpawnAt, TableStats};
 pub use lifecycle::{DestroyCx, Lifecycle};
 pub use listener::{CreateListener, DeleteListener, HookId, ObjectEvent};
 pub use names::{IntoName, Name};

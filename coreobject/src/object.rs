@@ -129,11 +129,31 @@ impl<T: Object> ObjBox<T> {
     pub(crate) fn alloc(slabs: &Slabs, value: T, outer: Option<AnyObj>) -> NonNull<Header> {
         let class = Class::checked::<T>();
         let (layout, pre) = slot_layout(class, outer.is_some());
-        let base = slabs.alloc(layout);
+        Self::place(class, slabs.alloc(layout), pre, value, outer)
+    }
+
+    /// [`alloc`](Self::alloc) through exclusive access to the slabs: no lock.
+    #[inline]
+    pub(crate) fn alloc_mut(slabs: &mut Slabs, value: T, outer: Option<AnyObj>) -> NonNull<Header> {
+        let class = Class::checked::<T>();
+        let (layout, pre) = slot_layout(class, outer.is_some());
+        Self::place(class, slabs.alloc_mut(layout), pre, value, outer)
+    }
+
+    /// Writes the outer (if any) and the box into a fresh slot `base` of the
+    /// layout [`slot_layout`] gave with `pre` bytes before the box.
+    #[inline(always)]
+    fn place(
+        class: &'static Class,
+        base: NonNull<u8>,
+        pre: usize,
+        value: T,
+        outer: Option<AnyObj>,
+    ) -> NonNull<Header> {
         let tag = usize::from(outer.is_some());
         let class_ptr = NonNull::from(class).as_ptr().wrapping_byte_add(tag);
-        // SAFETY: `base` is a fresh slot of `layout`: `pre` bytes (holding the outer,
-        // if any) then room for an `ObjBox<T>` at an offset that keeps its alignment.
+        // SAFETY: `base` is a fresh slot of the layout `slot_layout` gave: `pre` bytes
+        // (room for the outer) then an `ObjBox<T>` at an offset that keeps its alignment.
         unsafe {
             let p = base.as_ptr().add(pre).cast::<ObjBox<T>>();
             if let Some(o) = outer {

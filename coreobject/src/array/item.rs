@@ -5,11 +5,16 @@
 //!
 //! ```text
 //!  0..8    object        *Header   null while the slot is free
-//!  8..12   flags         u32       ROOT, GARBAGE, UNREACHABLE, DISREGARD, … (atomic)
-//! 12..16   cluster_root  u32       Unreal's ClusterRootIndex; 0 = in no cluster
-//! 16..20   serial        u32       heap tag | generation; 0 = never used
+//!  8..12   serial        u32       heap tag | generation; 0 = never used
+//! 12..16   flags         u32       ROOT, GARBAGE, UNREACHABLE, DISREGARD, … (atomic)
+//! 16..20   cluster_root  u32       Unreal's ClusterRootIndex; 0 = in no cluster
 //! 20..24   refcount      u32       strong handles (`StrongObj`) keeping it alive
 //! ```
+//!
+//! A lookup reads the first 16 bytes (object, serial, flags). Items start
+//! at every multiple of 24, so of the 8 offsets they take in a 64-byte
+//! line, only one (56) puts those 16 bytes across two lines; with the
+//! serial after the flags and the cluster root (bytes 0..20), two did.
 //!
 //! The mark bit is *not* here: the collector keeps marks in a side bitmap
 //! (one bit per slot), which is denser to clear and to scan.
@@ -75,9 +80,9 @@ pub(crate) mod flags {
 #[repr(C)]
 pub(crate) struct Item {
     object: AtomicPtr<Header>,
+    serial: AtomicU32,
     flags: AtomicU32,
     cluster_root: AtomicU32,
-    serial: AtomicU32,
     refcount: AtomicU32,
 }
 
@@ -94,9 +99,9 @@ impl Item {
     pub(crate) fn new() -> Item {
         Item {
             object: AtomicPtr::new(std::ptr::null_mut()),
+            serial: AtomicU32::new(0),
             flags: AtomicU32::new(0),
             cluster_root: AtomicU32::new(0),
-            serial: AtomicU32::new(0),
             refcount: AtomicU32::new(0),
         }
     }
@@ -157,8 +162,16 @@ impl Item {
 
     /// Empties the slot and moves its serial to `next` (the next generation,
     /// or [`RETIRED`]). Returns the object it held.
+    ///
+    /// Only the holder of the array's `&mut` frees a slot (the purge, a
+    /// restore), so no other thread reads or writes the pointer meanwhile:
+    /// a plain load and store do what a swap would, without its locked
+    /// instruction. Readers that come later synchronize through the `&mut`
+    /// borrow's end, as for every other write under it.
+    #[inline]
     pub(crate) fn vacate(&self, next: u32) -> Option<NonNull<Header>> {
-        let p = self.object.swap(std::ptr::null_mut(), AcqRel);
+        let p = self.object.load(Relaxed);
+        self.object.store(std::ptr::null_mut(), Relaxed);
         self.flags.store(0, Relaxed);
         self.serial.store(next, Release);
         NonNull::new(p)

@@ -321,6 +321,30 @@ impl ObjectArray {
         outer: Option<AnyObj>,
         extra: u32,
     ) -> Obj<T> {
+        let p = ObjBox::alloc(&self.slabs, value, outer);
+        self.publish::<T>(index, p, extra)
+    }
+
+    /// Creation through exclusive access: reserves a slot and fills it
+    /// without a lock or a locked instruction (the `&mut` proves that no
+    /// other thread reserves or allocates). `None` at the cap, and `value`
+    /// is dropped.
+    #[inline]
+    pub(crate) fn create_mut<T: Object>(
+        &mut self,
+        value: T,
+        outer: Option<AnyObj>,
+        extra: u32,
+    ) -> Option<Obj<T>> {
+        let index = self.table.reserve_mut()?;
+        let p = ObjBox::alloc_mut(&mut self.slabs, value, outer);
+        Some(self.publish::<T>(index, p, extra))
+    }
+
+    /// Fills a reserved slot (owned by the caller) with the object `p`,
+    /// fresh from [`ObjBox::alloc`], and gives its handle.
+    #[inline(always)]
+    fn publish<T: Object>(&self, index: u32, p: NonNull<Header>, extra: u32) -> Obj<T> {
         let item = self.at(index);
         let old = item.serial();
         // A fresh slot starts at the tag's floor; a reused one already carries
@@ -344,7 +368,7 @@ impl ObjectArray {
         if self.pool.open && index < self.pool.capacity {
             f |= flags::DISREGARD;
         }
-        item.fill(ObjBox::alloc(&self.slabs, value, outer), f, serial);
+        item.fill(p, f, serial);
         let h = AnyObj::new(index, NonZeroU32::new(serial).expect("tag is never 0"));
         // SAFETY: the slot now holds a `T` under this serial.
         unsafe { h.assume() }
@@ -473,6 +497,23 @@ impl ObjectArray {
             return self.typed_slow::<T>(h, p, f, hidden);
         }
         Ok(p)
+    }
+
+    /// Starts loading the item a handle names (a hint: nothing is read).
+    #[inline(always)]
+    pub(crate) fn prefetch_item(&self, h: AnyObj) {
+        if let Some(item) = self.table.item(h.index()) {
+            crate::trace::prefetch_line(item);
+        }
+    }
+
+    /// Starts loading the object in the slot a handle names, whoever holds
+    /// it (a hint: a stale handle costs a wasted load, nothing more).
+    #[inline(always)]
+    pub(crate) fn prefetch_object(&self, h: AnyObj) {
+        if let Some(p) = self.table.item(h.index()).and_then(Item::object) {
+            crate::trace::prefetch_line(p.as_ptr());
+        }
     }
 
     /// The read barrier of interior-mutable objects: while a cycle marks, a
@@ -699,7 +740,12 @@ impl ObjectArray {
 
     /// Makes room for `n` more freed slots on the free list, so that freeing
     /// them allocates nothing (see the purge's sweep step).
+    ///
+    /// Called once per purge, before it frees: also starts a new page epoch,
+    /// which gives back the memory of pages emptied by the previous purge
+    /// and not reused since.
     pub(crate) fn reserve_frees(&mut self, n: usize) {
+        self.slabs.epoch();
         self.table.reserve_free(n);
     }
 

@@ -44,10 +44,14 @@
 //!   class holds fewer than [`KEEP_EMPTY`] empty pages, and returned
 //!   otherwise.
 //! * On Linux, pages are carved out of 2 MiB-aligned runs mapped from the
-//!   system (see `vm`), from the third run on filled when mapped; a
-//!   returned page's memory goes back to the system at once
-//!   (`MADV_DONTNEED`) and its address is reused for the next page any size
-//!   class needs. Elsewhere each page is one global-allocator block.
+//!   system (see `vm`), from the third run on filled when mapped. A
+//!   returned page is reused first for the next page any size class needs;
+//!   its memory goes back to the system (`MADV_DONTNEED`) only if it is
+//!   still unused a whole collection later, so that a program that frees
+//!   and re-creates a similar number of objects every cycle (binary-trees,
+//!   a game's per-frame garbage) refills warm pages instead of faulting
+//!   zeroed ones in again. Elsewhere each page is one global-allocator
+//!   block.
 //! * Objects never move: the table's item points at the slot for the
 //!   object's whole life.
 //! * Creation goes through `&Heap` from any thread, so each size class sits
@@ -134,7 +138,14 @@ fn page_of(p: *mut u8) -> *mut PageHead {
 /// the system and a stack of returned pages (their memory already given
 /// back); elsewhere, the global allocator.
 struct PageSource {
-    /// Returned pages, for reuse before carving new ones.
+    /// Returned pages whose memory is still committed ("warm"), most
+    /// recently returned on top: reused first, with no page fault.
+    warm: Vec<*mut u8>,
+    /// The fewest pages `warm` held since the last [`epoch`](Self::epoch):
+    /// its bottom `low` pages were not reused in all that time.
+    low: usize,
+    /// Returned pages whose memory went back to the system, for reuse
+    /// before carving new ones.
     free: Vec<*mut u8>,
     /// The newest run's pages not yet handed out: `next..end`.
     next: *mut u8,
@@ -149,6 +160,8 @@ unsafe impl Send for PageSource {}
 impl PageSource {
     const fn new() -> PageSource {
         PageSource {
+            warm: Vec::new(),
+            low: 0,
             free: Vec::new(),
             next: ptr::null_mut(),
             end: ptr::null_mut(),
@@ -167,6 +180,10 @@ impl PageSource {
             }
             return p;
         }
+        if let Some(p) = self.warm.pop() {
+            self.low = self.low.min(self.warm.len());
+            return p;
+        }
         if let Some(p) = self.free.pop() {
             return p;
         }
@@ -178,6 +195,7 @@ impl PageSource {
             // (inside a collection's purge) never allocates.
             let carved = self.runs.len() * (vm::HUGE / PAGE);
             self.free.reserve(carved - self.free.len());
+            self.warm.reserve(carved - self.warm.len());
             self.next = run;
             // SAFETY: the run is `HUGE` bytes long.
             self.end = unsafe { run.add(vm::HUGE) };
@@ -199,9 +217,24 @@ impl PageSource {
             unsafe { dealloc(p, page_layout()) };
             return;
         }
-        // SAFETY: the caller's contract: a page of one of our runs whose contents are dead.
-        unsafe { vm::decommit(p, PAGE) };
-        self.free.push(p);
+        self.warm.push(p);
+    }
+
+    /// Gives back to the system the memory of the pages returned before the
+    /// last epoch and not reused since (called once per collection, as its
+    /// purge begins): a page freed by one collection stays committed until
+    /// the next, so a program that frees and re-creates about as many
+    /// objects each cycle refills the same pages without faulting them in
+    /// again, while a heap that shrank returns its memory one cycle later.
+    fn epoch(&mut self) {
+        let cold = self.low;
+        for &p in &self.warm[..cold] {
+            // SAFETY: a page of one of our runs, returned by `put` (its contents
+            // are dead) and not handed out since: it stayed below `low`.
+            unsafe { vm::decommit(p, PAGE) };
+        }
+        self.free.extend(self.warm.drain(..cold));
+        self.low = self.warm.len();
     }
 
     /// Returns every run (to the spare list, or to the system).
@@ -215,6 +248,8 @@ impl PageSource {
             unsafe { vm::give(run, vm::HUGE, vm::HUGE) };
         }
         self.free.clear();
+        self.warm.clear();
+        self.low = 0;
         self.next = ptr::null_mut();
         self.end = ptr::null_mut();
     }
@@ -315,8 +350,9 @@ impl Slab {
         }
     }
 
-    fn new_page(&mut self, source: &Mutex<PageSource>) -> *mut PageHead {
-        let page = source.lock().get().cast::<PageHead>();
+    #[cold]
+    fn new_page(&mut self, page: *mut u8) -> *mut PageHead {
+        let page = page.cast::<PageHead>();
         // SAFETY: `page` is a fresh page of PAGE bytes, aligned for PageHead.
         unsafe {
             page.write(PageHead {
@@ -334,7 +370,11 @@ impl Slab {
         page
     }
 
-    fn alloc(&mut self, source: &Mutex<PageSource>) -> NonNull<u8> {
+    /// A slot; `source` gives a fresh page when no listed page has room
+    /// (through its lock for [`Slabs::alloc`], directly for
+    /// [`Slabs::alloc_mut`]).
+    #[inline(always)]
+    fn alloc(&mut self, source: impl FnOnce() -> *mut u8) -> NonNull<u8> {
         // The fullest band with a page, else an empty page, else a new one.
         let partly = self.mask & !1;
         let b = if partly != 0 {
@@ -342,7 +382,7 @@ impl Slab {
         } else if self.mask != 0 {
             0
         } else {
-            self.new_page(source);
+            self.new_page(source());
             0
         } as usize;
         let page = self.lists[b];
@@ -474,6 +514,18 @@ fn class_of(layout: Layout) -> Option<usize> {
 }
 
 /// The layout a large object is allocated with.
+/// A block from the global allocator for an object outside the pages, and
+/// the layout it was allocated with.
+fn alloc_large(layout: Layout) -> (NonNull<u8>, Layout) {
+    let layout = large_layout(layout);
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { alloc(layout) };
+    (
+        NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout)),
+        layout,
+    )
+}
+
 fn large_layout(layout: Layout) -> Layout {
     let layout = layout.pad_to_align();
     Layout::from_size_align(layout.size().max(1), layout.align()).expect("valid layout")
@@ -525,13 +577,29 @@ impl Slabs {
     #[inline]
     pub(crate) fn alloc(&self, layout: Layout) -> NonNull<u8> {
         match class_of(layout) {
-            Some(c) => self.classes[c].lock().alloc(&self.source),
+            Some(c) => self.classes[c].lock().alloc(|| self.source.lock().get()),
             None => {
-                let layout = large_layout(layout);
-                // SAFETY: the layout has a non-zero size.
-                let p = unsafe { alloc(layout) };
-                let p = NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout));
+                let (p, layout) = alloc_large(layout);
                 let mut large = self.large.lock();
+                large.0 += 1;
+                large.1 += layout.size();
+                p
+            }
+        }
+    }
+
+    /// [`alloc`](Self::alloc) for the exclusive owner: the same slot, without
+    /// taking the size class's lock (no locked instruction).
+    #[inline]
+    pub(crate) fn alloc_mut(&mut self, layout: Layout) -> NonNull<u8> {
+        match class_of(layout) {
+            Some(c) => {
+                let source = self.source.get_mut();
+                self.classes[c].get_mut().alloc(|| source.get())
+            }
+            None => {
+                let (p, layout) = alloc_large(layout);
+                let large = self.large.get_mut();
                 large.0 += 1;
                 large.1 += layout.size();
                 p
@@ -557,6 +625,15 @@ impl Slabs {
                 // SAFETY: `p` was allocated by the global allocator with this layout.
                 unsafe { dealloc(p.as_ptr(), layout) }
             }
+        }
+    }
+
+    /// Starts a new page epoch (once per collection, as its purge begins):
+    /// pages emptied before the last one and not reused since give their
+    /// memory back to the system (see `PageSource::epoch`).
+    pub(crate) fn epoch(&mut self) {
+        if vm::ENABLED {
+            self.source.get_mut().epoch();
         }
     }
 
@@ -716,6 +793,53 @@ mod tests {
         // SAFETY: every object is gone; the slots are the live ones.
         unsafe { s.release(again.into_iter()) };
         assert_eq!(s.page_bytes(), 0);
+    }
+
+    /// A page emptied by one collection stays committed (warm) through the
+    /// next epoch and is reused before any cold page; one still unused a
+    /// whole epoch later gives its memory back and joins the cold list.
+    #[test]
+    fn returned_pages_stay_warm_for_one_epoch() {
+        if !vm::ENABLED {
+            return;
+        }
+        let mut s = Slabs::default();
+        let l = Layout::from_size_align(48, 8).unwrap();
+        let per_page = (PAGE - FIRST) / 48;
+        let n = KEEP_EMPTY + 3;
+        let ps: Vec<_> = (0..per_page * n).map(|_| s.alloc(l)).collect();
+        let counts = |s: &mut Slabs| {
+            let src = s.source.get_mut();
+            (src.warm.len(), src.free.len())
+        };
+        s.epoch();
+        for &p in &ps {
+            // SAFETY: each slot came from `s` and holds no object.
+            unsafe { s.free(p, l) };
+        }
+        // KEEP_EMPTY stay with the class; the other 3 return, warm.
+        assert_eq!(counts(&mut s), (3, 0));
+        // A new page comes from the warm ones (the last returned first).
+        let top = *s.source.get_mut().warm.last().unwrap();
+        let q: Vec<_> = (0..per_page * (KEEP_EMPTY + 1))
+            .map(|_| s.alloc(l))
+            .collect();
+        assert!(q.iter().any(|&p| page_of(p.as_ptr()).cast::<u8>() == top));
+        assert_eq!(counts(&mut s), (2, 0));
+        // The first epoch after the returns: they came back within it, so
+        // nothing cools yet.
+        s.epoch();
+        assert_eq!(counts(&mut s), (2, 0));
+        // A whole epoch unused: both cool.
+        s.epoch();
+        assert_eq!(counts(&mut s), (0, 2));
+        // Cold pages are reused too, once no warm one is left.
+        let r: Vec<_> = (0..per_page * 2).map(|_| s.alloc(l)).collect();
+        assert_eq!(counts(&mut s), (0, 0));
+        for &p in q.iter().chain(&r) {
+            // SAFETY: as above.
+            unsafe { s.free(p, l) };
+        }
     }
 
     /// After a peak, a steady population that churns (one object freed at

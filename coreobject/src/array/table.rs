@@ -144,11 +144,19 @@ impl Chunks {
     /// `fill`: fault a chunk that this call installs in now (past the
     /// first [`LAZY_CHUNKS`]), as creation does; preallocation does not, so
     /// that a preallocated table still costs memory only as it is used.
+    #[inline(always)]
     fn ensure(&self, index: u32, fill: bool) {
         let slot = &self.dir[(index >> CHUNK_SHIFT) as usize];
-        if !slot.load(Ordering::Acquire).is_null() {
-            return;
+        if slot.load(Ordering::Acquire).is_null() {
+            self.install(index, fill);
         }
+    }
+
+    /// [`ensure`](Self::ensure) when the chunk is missing: builds it.
+    #[cold]
+    #[inline(never)]
+    fn install(&self, index: u32, fill: bool) {
+        let slot = &self.dir[(index >> CHUNK_SHIFT) as usize];
         if vm::ENABLED {
             let c = (index >> CHUNK_SHIFT) as usize;
             let chunk = self
@@ -370,6 +378,30 @@ impl Table {
             }
             i as u32
         };
+        self.chunks.ensure(index, true);
+        Some(index)
+    }
+
+    /// [`reserve`](Self::reserve) for a caller that holds the table
+    /// exclusively: the same cursor step as a plain load and store, so no
+    /// locked instruction. Concurrent reservations are impossible (they need
+    /// `&Table`), so the fetch-and-subtract has nothing to order against.
+    #[inline]
+    pub(crate) fn reserve_mut(&mut self) -> Option<u32> {
+        let n = self.cursor.load(Ordering::Relaxed);
+        let gaps = self.gaps.len as i64;
+        let index = if n > gaps {
+            self.free.live_at((n - gaps - 1) as usize)
+        } else if n > 0 {
+            self.gaps.select((gaps - n) as u32)
+        } else {
+            let i = self.high_water as i64 - n;
+            if i >= self.cap as i64 {
+                return None;
+            }
+            i as u32
+        };
+        self.cursor.store(n - 1, Ordering::Relaxed);
         self.chunks.ensure(index, true);
         Some(index)
     }

@@ -1,5 +1,6 @@
 //! Creating objects: `create`, `spawn`, at a chosen index or serial, and class default objects.
 
+use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
 use crate::array::flags;
@@ -25,6 +26,19 @@ pub struct SpawnAt<'h, T: Object> {
     outer: Option<AnyObj>,
     name: Option<NameArg>,
     root: bool,
+}
+
+impl<T: Object> Spawn<'_, T, &mut Heap> {
+    /// Creates the object, as [`Spawn::create`], without a lock.
+    #[inline]
+    pub fn create(self) -> Result<Obj<T>, Error> {
+        let heap = self.heap;
+        let h = heap.create_full_mut(self.value, self.outer, self.name.as_ref(), self.unique)?;
+        if self.root {
+            heap.add_to_root(h)?;
+        }
+        Ok(h)
+    }
 }
 
 impl<T: Object> SpawnAt<'_, T> {
@@ -128,6 +142,58 @@ impl Heap {
         }
     }
 
+    /// Creates an object through exclusive access to the heap: the same
+    /// object and handle as [`create`](Self::create), without a lock or a
+    /// locked instruction (the borrow proves that no other thread is
+    /// creating). The path to take when the heap is owned by the code that
+    /// fills it, as in a game's main loop between collections.
+    ///
+    /// # Panics
+    /// If the object cap is reached, as [`create`](Self::create).
+    ///
+    /// ```
+    /// # use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Node { next: Option<coreobject::Obj<Node>> }
+    /// let mut heap = Heap::new();
+    /// let tail = heap.create_mut(Node { next: None });
+    /// let head = heap.create_mut(Node { next: Some(tail) });
+    /// assert_eq!(heap[head].next, Some(tail));
+    /// ```
+    #[inline]
+    pub fn create_mut<T: Object>(&mut self, value: T) -> Obj<T> {
+        match self.try_create_mut(value) {
+            Ok(h) => h,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`create_mut`](Self::create_mut), or the error that the cap is
+    /// reached (as [`try_create`](Self::try_create)).
+    ///
+    /// ```
+    /// use coreobject::{Heap, HeapConfig, Object};
+    /// #[derive(Object, Default)]
+    /// struct Gem;
+    /// let mut heap = Heap::with_config(HeapConfig { max_objects: 1, ..HeapConfig::DEFAULT }).unwrap();
+    /// heap.try_create_mut(Gem).unwrap();
+    /// assert!(heap.try_create_mut(Gem).is_err());
+    /// ```
+    #[inline]
+    pub fn try_create_mut<T: Object>(&mut self, value: T) -> Result<Obj<T>, Error> {
+        let birth = self.gc.birth_flags();
+        match self.array.create_mut(value, None, birth) {
+            Some(h) => {
+                self.gc.note_alloc(T::class().size());
+                if !self.listeners.create.is_empty() {
+                    self.notify_create(h.any());
+                }
+                Ok(h)
+            }
+            None => Err(self.cap_error()),
+        }
+    }
+
     /// Starts building an object with an outer, a name or a root flag.
     pub fn spawn<T: Object>(&self, value: T) -> Spawn<'_, T> {
         Spawn {
@@ -137,7 +203,81 @@ impl Heap {
             name: None,
             unique: false,
             root: false,
+            _heap: PhantomData,
         }
+    }
+
+    /// [`spawn`](Self::spawn) through exclusive access: the builder's
+    /// [`create`](Spawn::create) takes neither the name lock nor any other,
+    /// as [`create_mut`](Self::create_mut). Refuses what `spawn` refuses.
+    ///
+    /// ```
+    /// use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Level;
+    /// let mut heap = Heap::new();
+    /// let world = heap.spawn_mut(Level).name("World").root().create().unwrap();
+    /// let lvl = heap.spawn_mut(Level).outer(world).name("Level_3").create().unwrap();
+    /// assert_eq!(heap.path_name(lvl).unwrap(), "World.Level_3");
+    /// assert!(heap.spawn_mut(Level).outer(world).name("Level_3").create().is_err());
+    /// ```
+    pub fn spawn_mut<T: Object>(&mut self, value: T) -> Spawn<'_, T, &mut Heap> {
+        Spawn {
+            heap: self,
+            value,
+            outer: None,
+            name: None,
+            unique: false,
+            root: false,
+            _heap: PhantomData,
+        }
+    }
+
+    /// [`create_full`](Self::create_full) through exclusive access: no lock.
+    fn create_full_mut<T: Object>(
+        &mut self,
+        value: T,
+        outer: Option<AnyObj>,
+        name: Option<&NameArg>,
+        unique: bool,
+    ) -> Result<Obj<T>, Error> {
+        if let Some(o) = outer {
+            self.array.lookup(o, flags::DEAD)?;
+        }
+        let key = match name {
+            Some(name) => {
+                let names = self.names.get_mut();
+                let key = if unique {
+                    names.claim_unique(outer, name)?
+                } else {
+                    names.claim(outer, name)?
+                };
+                self.name_hint.update(names);
+                Some(key)
+            }
+            None => None,
+        };
+        let extra = self.gc.birth_flags() | if key.is_some() { flags::NAMED } else { 0 };
+        let Some(h) = self.array.create_mut(value, outer, extra) else {
+            if let Some(key) = key {
+                self.names.get_mut().release(key);
+            }
+            return Err(self.cap_error());
+        };
+        self.gc.note_alloc(T::class().size());
+        if let Some(key) = key {
+            self.names.get_mut().insert(h.any(), key);
+        }
+        if let Some(o) = outer {
+            if *self.inners_on.get_mut() {
+                self.inners.get_mut().insert(o, h.any());
+                self.array.at(o.index()).set(flags::OUTER);
+            }
+        }
+        if !self.listeners.create.is_empty() {
+            self.notify_create(h.any());
+        }
+        Ok(h)
     }
 
     #[inline]

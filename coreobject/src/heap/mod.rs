@@ -42,6 +42,7 @@ mod rename;
 mod roots;
 mod save;
 
+pub use access::GetMany;
 pub use create::SpawnAt;
 pub use rename::Rename;
 
@@ -192,18 +193,22 @@ impl fmt::Display for ObjectFlags {
 /// assert_eq!(heap.path_name(lvl).unwrap(), "World.Level_3");
 /// assert_eq!(heap.find_path("World.Level_3"), Some(lvl.any()));
 /// ```
+///
+/// From [`Heap::spawn_mut`], the builder holds the heap exclusively and
+/// [`create`](Spawn::create) takes no lock.
 #[must_use = "call .create() to make the object"]
 #[derive(Debug)]
-pub struct Spawn<'h, T: Object> {
-    heap: &'h Heap,
+pub struct Spawn<'h, T: Object, H = &'h Heap> {
+    heap: H,
     value: T,
     outer: Option<AnyObj>,
     name: Option<NameArg>,
     unique: bool,
     root: bool,
+    _heap: std::marker::PhantomData<&'h Heap>,
 }
 
-impl<'h, T: Object> Spawn<'h, T> {
+impl<T: Object, H> Spawn<'_, T, H> {
     /// Sets the outer (the object this one lives in). The new object keeps
     /// its outer alive; with [`GcConfig::outer_keeps_inners`](crate::GcConfig::outer_keeps_inners) the outer keeps
     /// it alive too.
@@ -276,6 +281,9 @@ impl<'h, T: Object> Spawn<'h, T> {
         self.root = true;
         self
     }
+}
+
+impl<T: Object> Spawn<'_, T> {
     /// Creates the object.
     #[inline]
     pub fn create(self) -> Result<Obj<T>, Error> {
