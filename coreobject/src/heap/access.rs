@@ -99,6 +99,7 @@ impl Heap {
         let h = h.any_obj();
         let (v, item) = self.array.resolve_mut::<H::Target>(h)?;
         self.gc.barrier(item, h.index());
+        self.store.touch(h.index());
         let cluster = item.cluster_root();
         if cluster != 0 {
             // A member changes: its cluster's references out are gathered

@@ -40,6 +40,7 @@ mod names;
 mod pool;
 mod roots;
 mod save;
+mod store;
 
 /// An object heap: the object table, its collector and everything registered
 /// with it. See the [crate docs](crate) for a tour.
@@ -78,6 +79,8 @@ pub struct Heap {
     defaults: RwLock<HashMap<TypeId, AnyObj>>,
     gc: Collector,
     next_hook: u64,
+    /// Persistent ids and changed-since-the-last-save bits (`save/ids.rs`).
+    store: crate::save::ids::Tracker,
 }
 
 impl Default for Heap {
@@ -357,6 +360,7 @@ impl Heap {
             gc: Collector::new(config.gc.clone()),
             config,
             next_hook: 1,
+            store: Default::default(),
         }
     }
 

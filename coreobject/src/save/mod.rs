@@ -187,10 +187,12 @@
 
 mod error;
 pub(crate) mod handles;
+pub(crate) mod ids;
 mod package;
 mod read;
 mod registry;
 mod schema;
+pub(crate) mod store;
 mod write;
 
 use serde::de::DeserializeOwned;
@@ -201,6 +203,11 @@ use crate::class::Object;
 use crate::handle::AnyObj;
 
 pub use error::{FieldError, LoadError, SaveError};
+pub use ids::PersistentId;
+pub use store::{
+    ChangeSet, ClassEntry, FileStore, MemStore, ObjectRecord, SaveStore, StoreError,
+    StoreLoaded, StoreMeta, StoreSaved, DEFAULT_ORIGIN, RECORD_POOL,
+};
 pub use package::Format;
 pub(crate) use read::{instantiate, restore};
 pub use registry::register;
