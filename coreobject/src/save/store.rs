@@ -452,13 +452,16 @@ pub struct StoreSaved {
     pub objects: usize,
 }
 
+/// Whether every outer on `o`'s chain is alive: an object inside one marked
+/// as garbage (or found unreachable) goes with it. An outer already freed
+/// counts as none, as [`Heap::outer_of`] says.
 fn outers_alive(heap: &Heap, o: &ObjectRef<'_>) -> bool {
-    let mut cur = o.outer();
+    let mut cur = heap.outer_of(o.id());
     while let Some(outer) = cur {
-        match heap.object_ref(outer) {
-            Some(r) => cur = r.outer(),
-            None => return false,
+        if heap.object_ref(outer).is_none() {
+            return false;
         }
+        cur = heap.outer_of(outer);
     }
     true
 }
@@ -567,15 +570,28 @@ pub(crate) fn capture(
                 next: 0,
             };
             (vt.save)(o, &mut w)?;
-            let refs = handles::with_save(|cx| {
-                cx.import_list
-                    .iter()
-                    .map(|&(h, _)| tr.id_of(h.index(), h.serial()).unwrap_or(0))
-                    .collect()
-            })
-            .unwrap_or_default();
-            let outer = o
-                .outer()
+            let list = handles::with_save(|cx| std::mem::take(&mut cx.import_list))
+                .unwrap_or_default();
+            let mut refs = Vec::with_capacity(list.len());
+            for &(h, _) in &list {
+                // A live object not in this save (inside a garbage outer)
+                // gets its id now: if it is saved later, this record finds it.
+                let id = match tr.id_of(h.index(), h.serial()) {
+                    Some(id) => id,
+                    None => {
+                        let id = PersistentId::new(meta.origin, meta.next_serial).ok_or_else(
+                            || StoreError::Backend("persistent ids used up".into()),
+                        )?;
+                        meta.next_serial += 1;
+                        tr.assign(h.index(), h.serial(), id.bits(), false);
+                        id.bits()
+                    }
+                };
+                refs.push(id);
+            }
+            handles::with_save(|cx| cx.import_list = list);
+            let outer = heap
+                .outer_of(o.id())
                 .and_then(|h| tr.id_of(h.index(), h.serial()))
                 .unwrap_or(0);
             let i = o.id().index();
