@@ -337,10 +337,37 @@ fn file_store_saves_match_the_heap() {
 #[test]
 fn a_subtree_loads_by_its_root_id() {
     let mut heap = Heap::new();
-    let level = heap.spawn(Node::default()).name("Level").root().create().unwrap();
-    let a = heap.spawn(Node { value: 1, ..Node::default() }).outer(level).name("A").create().unwrap();
-    let b = heap.spawn(Node { value: 2, ..Node::default() }).outer(a).create().unwrap();
-    let other = heap.spawn(Node { value: 3, ..Node::default() }).root().create().unwrap();
+    let level = heap
+        .spawn(Node::default())
+        .name("Level")
+        .root()
+        .create()
+        .unwrap();
+    let a = heap
+        .spawn(Node {
+            value: 1,
+            ..Node::default()
+        })
+        .outer(level)
+        .name("A")
+        .create()
+        .unwrap();
+    let b = heap
+        .spawn(Node {
+            value: 2,
+            ..Node::default()
+        })
+        .outer(a)
+        .create()
+        .unwrap();
+    let other = heap
+        .spawn(Node {
+            value: 3,
+            ..Node::default()
+        })
+        .root()
+        .create()
+        .unwrap();
     heap[b].next = vec![a, other];
     let mut store = MemStore::default();
     heap.save_store(&mut store).unwrap();
@@ -349,7 +376,9 @@ fn a_subtree_loads_by_its_root_id() {
     let mut copy = Heap::new();
     let loaded = copy.load_store(&mut store, Some(root)).unwrap();
     assert_eq!(loaded.objects.len(), 3);
-    let b2 = copy.find_persistent(heap.persistent_id(b).unwrap()).unwrap();
+    let b2 = copy
+        .find_persistent(heap.persistent_id(b).unwrap())
+        .unwrap();
     let b2 = copy.downcast::<Node>(b2).unwrap();
     assert_eq!(copy[b2].value, 2);
     let a2 = copy[b2].next[0];
@@ -362,7 +391,11 @@ fn a_subtree_loads_by_its_root_id() {
 #[test]
 fn a_failed_load_leaves_the_heap_unchanged() {
     let mut heap = Heap::new();
-    heap.spawn(Node::default()).name("Taken").root().create().unwrap();
+    heap.spawn(Node::default())
+        .name("Taken")
+        .root()
+        .create()
+        .unwrap();
     let mut store = MemStore::default();
     heap.save_store(&mut store).unwrap();
     // The name is taken in the target heap: an error, nothing created.

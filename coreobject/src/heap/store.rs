@@ -3,7 +3,9 @@
 
 use crate::handle::AnyObj;
 use crate::save::ids::Tracker;
-use crate::save::store::{self, ChangeSet, SaveStore, StoreError, StoreLoaded, StoreMeta, StoreSaved};
+use crate::save::store::{
+    self, ChangeSet, SaveStore, StoreError, StoreLoaded, StoreMeta, StoreSaved,
+};
 use crate::save::{PersistentId, DEFAULT_ORIGIN};
 
 use super::Heap;

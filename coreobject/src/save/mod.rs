@@ -190,6 +190,8 @@ pub(crate) mod handles;
 pub(crate) mod ids;
 mod package;
 mod read;
+#[cfg(feature = "redb")]
+mod redb_store;
 mod registry;
 mod schema;
 pub(crate) mod store;
@@ -204,13 +206,15 @@ use crate::handle::AnyObj;
 
 pub use error::{FieldError, LoadError, SaveError};
 pub use ids::PersistentId;
-pub use store::{
-    ChangeSet, ClassEntry, FileStore, MemStore, ObjectRecord, SaveStore, StoreError,
-    StoreLoaded, StoreMeta, StoreSaved, DEFAULT_ORIGIN, RECORD_POOL,
-};
 pub use package::Format;
 pub(crate) use read::{instantiate, restore};
+#[cfg(feature = "redb")]
+pub use redb_store::RedbStore;
 pub use registry::register;
+pub use store::{
+    ChangeSet, ClassEntry, FileStore, MemStore, ObjectRecord, SaveStore, StoreError, StoreLoaded,
+    StoreMeta, StoreSaved, DEFAULT_ORIGIN, RECORD_POOL,
+};
 pub(crate) use write::build;
 
 /// A class that can be saved: written by `#[object(save)]`.

@@ -208,11 +208,7 @@ impl SaveStore for MemStore {
         Ok(self.meta.clone())
     }
     fn read_all(&mut self) -> Result<Vec<(u64, ObjectRecord)>, StoreError> {
-        Ok(self
-            .objects
-            .iter()
-            .map(|(&k, v)| (k, v.clone()))
-            .collect())
+        Ok(self.objects.iter().map(|(&k, v)| (k, v.clone())).collect())
     }
     fn commit(&mut self, change: &ChangeSet) -> Result<(), StoreError> {
         apply(&mut self.objects, change);
@@ -331,7 +327,10 @@ impl FileStore {
 fn read_file(path: &Path) -> Result<FileBody, StoreError> {
     let bytes = fs::read(path)?;
     if bytes.len() < FILE_MAGIC.len() + 8 || &bytes[..8] != FILE_MAGIC {
-        return Err(StoreError::Corrupt(format!("{}: bad magic", path.display())));
+        return Err(StoreError::Corrupt(format!(
+            "{}: bad magic",
+            path.display()
+        )));
     }
     let (body, sum) = bytes.split_at(bytes.len() - 8);
     let sum = u64::from_le_bytes(sum.try_into().expect("8 bytes"));
@@ -350,11 +349,7 @@ impl SaveStore for FileStore {
     }
 
     fn read_all(&mut self) -> Result<Vec<(u64, ObjectRecord)>, StoreError> {
-        Ok(self
-            .objects
-            .iter()
-            .map(|(&k, v)| (k, v.clone()))
-            .collect())
+        Ok(self.objects.iter().map(|(&k, v)| (k, v.clone())).collect())
     }
 
     fn commit(&mut self, change: &ChangeSet) -> Result<(), StoreError> {
@@ -493,7 +488,13 @@ pub(crate) fn capture(
 
     // Ids first (an object's outer and handles may come later in the slot
     // order), and what to write and delete.
-    let mut seen = vec![0u64; tr.entries.len().max(heap.save_high_water() as usize).div_ceil(64)];
+    let mut seen = vec![
+        0u64;
+        tr.entries
+            .len()
+            .max(heap.save_high_water() as usize)
+            .div_ceil(64)
+    ];
     let mut write = Vec::new();
     let mut delete = Vec::new();
     let mut created = 0;
@@ -570,8 +571,8 @@ pub(crate) fn capture(
                 next: 0,
             };
             (vt.save)(o, &mut w)?;
-            let list = handles::with_save(|cx| std::mem::take(&mut cx.import_list))
-                .unwrap_or_default();
+            let list =
+                handles::with_save(|cx| std::mem::take(&mut cx.import_list)).unwrap_or_default();
             let mut refs = Vec::with_capacity(list.len());
             for &(h, _) in &list {
                 // A live object not in this save (inside a garbage outer)
@@ -579,9 +580,8 @@ pub(crate) fn capture(
                 let id = match tr.id_of(h.index(), h.serial()) {
                     Some(id) => id,
                     None => {
-                        let id = PersistentId::new(meta.origin, meta.next_serial).ok_or_else(
-                            || StoreError::Backend("persistent ids used up".into()),
-                        )?;
+                        let id = PersistentId::new(meta.origin, meta.next_serial)
+                            .ok_or_else(|| StoreError::Backend("persistent ids used up".into()))?;
                         meta.next_serial += 1;
                         tr.assign(h.index(), h.serial(), id.bits(), false);
                         id.bits()
@@ -678,7 +678,10 @@ pub struct StoreLoaded {
 }
 
 /// The records of the subtree under `root` (its outer chain reaches it).
-fn subtree(records: Vec<(u64, ObjectRecord)>, root: u64) -> Result<Vec<(u64, ObjectRecord)>, StoreError> {
+fn subtree(
+    records: Vec<(u64, ObjectRecord)>,
+    root: u64,
+) -> Result<Vec<(u64, ObjectRecord)>, StoreError> {
     let outer: FxHashMap<u64, u64> = records.iter().map(|(k, r)| (*k, r.outer)).collect();
     if !outer.contains_key(&root) {
         return Err(StoreError::NotFound(root));
@@ -728,7 +731,11 @@ pub(crate) fn load(
         records = subtree(records, r.bits())?;
     }
     let n = records.len();
-    let at: FxHashMap<u64, usize> = records.iter().enumerate().map(|(k, (id, _))| (*id, k)).collect();
+    let at: FxHashMap<u64, usize> = records
+        .iter()
+        .enumerate()
+        .map(|(k, (id, _))| (*id, k))
+        .collect();
 
     // The class table as a package's, to plan each layout once.
     let mut pkg = Package {
@@ -760,7 +767,8 @@ pub(crate) fn load(
         }
         if plans[c].is_none() {
             let name = &meta.classes[c].name;
-            let class = lookup(name).ok_or_else(|| LoadError::UnknownClass { name: name.clone() })?;
+            let class =
+                lookup(name).ok_or_else(|| LoadError::UnknownClass { name: name.clone() })?;
             plans[c] = Some(Plan::new(&pkg, &pkg.classes[c], class)?);
         }
     }
@@ -772,7 +780,12 @@ pub(crate) fn load(
         loop {
             match colour[cur] {
                 2 => break,
-                1 => return Err(StoreError::Corrupt(format!("outer cycle at {:#x}", records[cur].0))),
+                1 => {
+                    return Err(StoreError::Corrupt(format!(
+                        "outer cycle at {:#x}",
+                        records[cur].0
+                    )))
+                }
                 _ => {}
             }
             colour[cur] = 1;
@@ -805,23 +818,21 @@ pub(crate) fn load(
             imports: r
                 .refs
                 .iter()
-                .map(|rid| {
-                    at.get(rid)
-                        .and_then(|&j| Some((handles[j], class_of(j)?)))
-                })
+                .map(|rid| at.get(rid).and_then(|&j| Some((handles[j], class_of(j)?))))
                 .collect(),
         };
         let batch = batches[c].as_mut().expect("planned above");
         let res = handles::loading(cx, || {
-            plan.split(&r.payload, &mut file, &mut current).and_then(|()| {
-                let mut rd = FieldReader {
-                    format: Format::Binary,
-                    version: plan.version,
-                    current: &current,
-                    file: &file,
-                };
-                batch.decode(&mut rd)
-            })
+            plan.split(&r.payload, &mut file, &mut current)
+                .and_then(|()| {
+                    let mut rd = FieldReader {
+                        format: Format::Binary,
+                        version: plan.version,
+                        current: &current,
+                        file: &file,
+                    };
+                    batch.decode(&mut rd)
+                })
         });
         match res {
             Some(Ok(())) => members[c].push(k),
