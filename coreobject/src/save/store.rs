@@ -296,7 +296,7 @@ impl FileStore {
                 _ => {}
             }
         }
-        numbered.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        numbered.sort_unstable_by_key(|f| std::cmp::Reverse(f.0));
         let mut store = FileStore {
             dir,
             keep: keep.max(1),
