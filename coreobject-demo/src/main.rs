@@ -37,6 +37,7 @@
 //! times and the file's size (also in `<out>/save.json`); `--load FILE`
 //! restores such a file and checks it (see `saving.rs`).
 
+mod autosave;
 mod chart;
 mod check;
 mod model;
@@ -125,6 +126,13 @@ struct Cli {
     /// same bytes.
     #[arg(long, value_name = "FILE")]
     load: Option<PathBuf>,
+    /// Autosave into `<out>/autosave.redb` every this many seconds: capture
+    /// on the game thread, commit on a worker (see `autosave.rs`).
+    #[arg(long, value_name = "SECONDS")]
+    autosave: Option<f64>,
+    /// Instead of simulating: load the last autosave in `<out>`.
+    #[arg(long)]
+    resume: bool,
 }
 
 /// A budget in milliseconds: positive, finite, at most a second.
@@ -162,6 +170,9 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
     if let Some(file) = &cli.load {
         return saving::load(file);
     }
+    if cli.resume {
+        return autosave::resume(&cli.out);
+    }
     std::fs::create_dir_all(&cli.out)
         .map_err(|e| format!("cannot create {}: {e}", cli.out.display()))?;
     let settings = Settings {
@@ -191,7 +202,12 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
     );
     let progress = Progress::new(u64::from(cli.frames));
     let save_at = cli.save_at.map(|f| (f, cli.out.join("world.save")));
-    let (report, memory_report, timeline, saved) = simulate(settings, &progress, save_at)?;
+    let mut autosaver = match cli.autosave {
+        Some(s) => Some(autosave::Autosave::start(&cli.out, s)?),
+        None => None,
+    };
+    let (report, memory_report, timeline, saved) =
+        simulate(settings, &progress, save_at, autosaver.as_mut())?;
 
     print!("{}", report.summary(&memory_report));
     let mut saved_ok = true;
@@ -211,6 +227,9 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
             "--save-at {f}: the run has {} frames; nothing saved",
             cli.frames
         );
+    }
+    if let Some(a) = autosaver {
+        a.finish(&cli.out, &report.frames, cli.budget_ms)?;
     }
     let svg = cli.out.join("pauses.svg");
     let json = cli.out.join("stats.json");
@@ -263,6 +282,7 @@ fn simulate(
     settings: Settings,
     progress: &Progress,
     save_at: Option<(u32, PathBuf)>,
+    mut autosaver: Option<&mut autosave::Autosave>,
 ) -> Result<
     (
         RunReport,
@@ -302,6 +322,9 @@ fn simulate(
         collections.extend(collection);
         if let Some((_, path)) = save_at.as_ref().filter(|(at, _)| *at == f) {
             saved = Some(saving::save_at(&sim.heap, path, f)?);
+        }
+        if let Some(a) = autosaver.as_deref_mut() {
+            a.after_frame(&mut sim.heap, f)?;
         }
     }
     progress.finish();
@@ -451,7 +474,7 @@ mod tests {
             young_threshold: None,
             clusters: Clusters::On,
         };
-        simulate(settings, &Progress::hidden()).unwrap().0
+        simulate(settings, &Progress::hidden(), None, None).unwrap().0
     }
 
     /// Every invariant holds, the collector ran on its own, and the
