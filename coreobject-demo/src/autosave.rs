@@ -92,7 +92,11 @@ impl Autosave {
 
     /// After frame `frame`: captures and hands a save to the worker if one
     /// is due and none is in flight. Returns the capture's time.
-    pub fn after_frame(&mut self, heap: &mut Heap, frame: u32) -> Result<Option<Duration>, Box<dyn Error>> {
+    pub fn after_frame(
+        &mut self,
+        heap: &mut Heap,
+        frame: u32,
+    ) -> Result<Option<Duration>, Box<dyn Error>> {
         if self.last.elapsed() < self.every || self.busy.load(Ordering::Acquire) {
             return Ok(None);
         }
@@ -118,7 +122,12 @@ impl Autosave {
 
     /// Waits for the last commit, writes `autosave.json` and `autosave.svg`
     /// and prints a summary.
-    pub fn finish(mut self, out: &Path, frames: &[FrameRecord], budget_ms: f64) -> Result<(), Box<dyn Error>> {
+    pub fn finish(
+        mut self,
+        out: &Path,
+        frames: &[FrameRecord],
+        budget_ms: f64,
+    ) -> Result<(), Box<dyn Error>> {
         drop(self.tx.take());
         let commits = self
             .worker
@@ -134,7 +143,12 @@ impl Autosave {
         let svg = out.join("autosave.svg");
         chart(&svg, frames, &self.saves, budget_ms)?;
         let max = |f: fn(&SaveRecord) -> f64| self.saves.iter().map(f).fold(0.0, f64::max);
-        let gc_at = |frame: u32| frames.iter().find(|f| f.frame == frame).map_or(0.0, |f| f.gc_us / 1e3);
+        let gc_at = |frame: u32| {
+            frames
+                .iter()
+                .find(|f| f.frame == frame)
+                .map_or(0.0, |f| f.gc_us / 1e3)
+        };
         let worst = self
             .saves
             .iter()
@@ -155,7 +169,12 @@ impl Autosave {
 }
 
 /// The collector's time per frame and each autosave's capture time.
-fn chart(path: &Path, frames: &[FrameRecord], saves: &[SaveRecord], budget_ms: f64) -> Result<(), Box<dyn Error>> {
+fn chart(
+    path: &Path,
+    frames: &[FrameRecord],
+    saves: &[SaveRecord],
+    budget_ms: f64,
+) -> Result<(), Box<dyn Error>> {
     let root = SVGBackend::new(path, (1400, 500)).into_drawing_area();
     root.fill(&WHITE)?;
     let x_end = frames.last().map_or(1.0, |f| f64::from(f.frame) + 1.0);
@@ -167,7 +186,10 @@ fn chart(path: &Path, frames: &[FrameRecord], saves: &[SaveRecord], budget_ms: f
         * 1.2;
     let mut c = ChartBuilder::on(&root)
         .margin(14)
-        .caption("collector time per frame and autosave capture time (game thread)", ("sans-serif", 18))
+        .caption(
+            "collector time per frame and autosave capture time (game thread)",
+            ("sans-serif", 18),
+        )
         .x_label_area_size(38)
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..x_end, 0.0..y_max)?;
@@ -204,13 +226,19 @@ pub fn resume(out: &Path) -> Result<bool, Box<dyn Error>> {
     crate::saving::register_classes()?;
     let path = out.join("autosave.redb");
     if !path.exists() {
-        return Err(format!("{}: no autosave (run with --autosave first)", path.display()).into());
+        return Err(format!(
+            "{}: no autosave (run with --autosave first)",
+            path.display()
+        )
+        .into());
     }
     let mut store = RedbStore::open(&path)?;
     let meta = store.meta()?.ok_or("the autosave store holds no save")?;
     let records = store.read_all()?.len();
     let mut heap = Heap::with_config(HeapConfig {
-        max_objects: (records as u32).saturating_mul(2).max(HeapConfig::DEFAULT.max_objects),
+        max_objects: (records as u32)
+            .saturating_mul(2)
+            .max(HeapConfig::DEFAULT.max_objects),
         ..HeapConfig::DEFAULT
     })?;
     let t = Instant::now();

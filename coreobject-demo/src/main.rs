@@ -474,7 +474,9 @@ mod tests {
             young_threshold: None,
             clusters: Clusters::On,
         };
-        simulate(settings, &Progress::hidden(), None, None).unwrap().0
+        simulate(settings, &Progress::hidden(), None, None)
+            .unwrap()
+            .0
     }
 
     /// Every invariant holds, the collector ran on its own, and the

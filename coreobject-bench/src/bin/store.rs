@@ -173,7 +173,10 @@ fn main() {
     let arg = |i: usize, d: usize| std::env::args().nth(i).map_or(d, |s| s.parse().unwrap());
     let (n, k, runs) = (arg(1, 1_000_000), arg(2, 10_000), arg(3, 3));
     let (mut heap, things) = world(n);
-    println!("world: {} objects, {k} changed per incremental save", heap.len());
+    println!(
+        "world: {} objects, {k} changed per incremental save",
+        heap.len()
+    );
     let dir = std::env::temp_dir().join(format!("coreobject-bench-store-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     #[cfg(feature = "redb")]

@@ -135,4 +135,17 @@ impl Heap {
         self.store = tr;
         res
     }
+
+    /// Each slot holding an object: index, serial, item flags, whether
+    /// `get` hides it (garbage, being destroyed, condemned). One sequential
+    /// pass over the table, no object's memory read.
+    pub(crate) fn store_scan(&self, mut f: impl FnMut(u32, u32, u32, bool)) {
+        let array = &self.array;
+        array.for_each_allocated(array.high_water(), |i, item| {
+            if item.object().is_some() {
+                let fl = item.flags();
+                f(i, item.serial(), fl, array.hides(i, fl));
+            }
+        });
+    }
 }

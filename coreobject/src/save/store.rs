@@ -461,6 +461,90 @@ fn outers_alive(heap: &Heap, o: &ObjectRef<'_>) -> bool {
     true
 }
 
+/// What a capture found: the objects to write, the saved objects' slots,
+/// the rooted ones.
+struct Scan<'h> {
+    write: Vec<ObjectRef<'h>>,
+    /// One bit per slot: a saved object.
+    seen: Vec<u64>,
+    roots: Vec<AnyObj>,
+    saved: usize,
+}
+
+/// Whether the saved object (`i`, `s`) with item flags `f` is written:
+/// created, never stored, changed, or interior-mutable.
+fn to_write(tr: &Tracker, i: u32, s: u32, f: u32) -> bool {
+    match tr.id_of(i, s) {
+        Some(_) if tr.entries[i as usize].stored => tr.is_changed(i) || f & flags::INTERIOR != 0,
+        _ => true,
+    }
+}
+
+/// Finds what a capture writes. One pass over the table's items; the
+/// objects themselves are read only for those written, unless an object is
+/// marked as garbage (then every object's outer chain is walked: objects
+/// inside a garbage object are not saved).
+fn scan<'h>(heap: &'h Heap, tr: &Tracker) -> Scan<'h> {
+    let words = (heap.save_high_water() as usize)
+        .div_ceil(64)
+        .max(tr.entries.len().div_ceil(64));
+    let mut out = Scan {
+        write: Vec::new(),
+        seen: vec![0u64; words],
+        roots: Vec::new(),
+        saved: 0,
+    };
+    let mut cands: Vec<(u32, u32)> = Vec::new();
+    let mut walk = false;
+    heap.store_scan(|i, s, f, hidden| {
+        if hidden {
+            // Objects inside it are not saved (one being destroyed counts
+            // as freed, as `Heap::outer_of` says).
+            walk |= f & flags::UNREACHABLE == 0;
+            return;
+        }
+        if f & flags::DEFAULT_OBJECT != 0 {
+            return;
+        }
+        out.seen[(i >> 6) as usize] |= 1 << (i & 63);
+        out.saved += 1;
+        if f & flags::ROOT != 0 {
+            if let Some(s) = std::num::NonZeroU32::new(s) {
+                out.roots.push(AnyObj::new(i, s));
+            }
+        }
+        if to_write(tr, i, s, f) {
+            cands.push((i, s));
+        }
+    });
+    if !walk {
+        out.write = cands
+            .into_iter()
+            .filter_map(|(i, s)| heap.object_ref(AnyObj::new(i, std::num::NonZeroU32::new(s)?)))
+            .collect();
+        return out;
+    }
+    // Slow path: every object's outer chain.
+    out.seen.iter_mut().for_each(|w| *w = 0);
+    out.roots.clear();
+    out.saved = 0;
+    for o in heap.iter() {
+        if o.flags() & flags::DEFAULT_OBJECT != 0 || !outers_alive(heap, &o) {
+            continue;
+        }
+        let (i, s) = (o.id().index(), o.id().serial());
+        out.seen[(i >> 6) as usize] |= 1 << (i & 63);
+        out.saved += 1;
+        if o.is_rooted() {
+            out.roots.push(o.id());
+        }
+        if to_write(tr, i, s, o.flags()) {
+            out.write.push(o);
+        }
+    }
+    out
+}
+
 /// Encodes what changed since the last capture. `tr` is the heap's
 /// tracker, taken out of it for the length of the capture.
 pub(crate) fn capture(
@@ -473,10 +557,8 @@ pub(crate) fn capture(
     }
     let mut meta = meta.clone();
     meta.next_serial = meta.next_serial.max(tr.next).max(1);
-    let objects: Vec<ObjectRef<'_>> = heap
-        .iter()
-        .filter(|o| o.flags() & flags::DEFAULT_OBJECT == 0 && outers_alive(heap, o))
-        .collect();
+    let scan = scan(heap, tr);
+    let objects = scan.write;
     let mut vts: Vec<&'static SaveVtable> = Vec::with_capacity(objects.len());
     for o in &objects {
         let class = o.class();
@@ -487,40 +569,24 @@ pub(crate) fn capture(
     }
 
     // Ids first (an object's outer and handles may come later in the slot
-    // order), and what to write and delete.
-    let mut seen = vec![
-        0u64;
-        tr.entries
-            .len()
-            .max(heap.save_high_water() as usize)
-            .div_ceil(64)
-    ];
-    let mut write = Vec::new();
+    // order), and what to delete.
+    let seen = scan.seen;
+    let write: Vec<usize> = (0..objects.len()).collect();
     let mut delete = Vec::new();
     let mut created = 0;
-    for (k, o) in objects.iter().enumerate() {
+    for o in &objects {
         let (i, s) = (o.id().index(), o.id().serial());
-        seen[(i >> 6) as usize] |= 1 << (i & 63);
-        match tr.id_of(i, s) {
-            Some(_) if tr.entries[i as usize].stored => {
-                if tr.is_changed(i) || o.class().interior_mut() {
-                    write.push(k);
+        if tr.id_of(i, s).is_none() {
+            if let Some(old) = tr.entries.get(i as usize) {
+                if old.stored {
+                    delete.push(old.id);
                 }
             }
-            Some(_) => write.push(k),
-            None => {
-                if let Some(old) = tr.entries.get(i as usize) {
-                    if old.stored {
-                        delete.push(old.id);
-                    }
-                }
-                let id = PersistentId::new(meta.origin, meta.next_serial)
-                    .ok_or_else(|| StoreError::Backend("persistent ids used up".into()))?;
-                meta.next_serial += 1;
-                tr.assign(i, s, id.bits(), false);
-                created += 1;
-                write.push(k);
-            }
+            let id = PersistentId::new(meta.origin, meta.next_serial)
+                .ok_or_else(|| StoreError::Backend("persistent ids used up".into()))?;
+            meta.next_serial += 1;
+            tr.assign(i, s, id.bits(), false);
+            created += 1;
         }
     }
     let mut freed = Vec::new();
@@ -617,10 +683,10 @@ pub(crate) fn capture(
     drop(names);
     res?;
 
-    let mut roots: Vec<u64> = objects
+    let mut roots: Vec<u64> = scan
+        .roots
         .iter()
-        .filter(|o| o.is_rooted())
-        .filter_map(|o| tr.id_of(o.id().index(), o.id().serial()))
+        .filter_map(|h| tr.id_of(h.index(), h.serial()))
         .collect();
     roots.sort_unstable();
     meta.roots = roots;
@@ -641,7 +707,7 @@ pub(crate) fn capture(
         written: put.len(),
         created,
         deleted: delete.len(),
-        objects: objects.len(),
+        objects: scan.saved,
     };
     Ok((ChangeSet { meta, put, delete }, saved))
 }
