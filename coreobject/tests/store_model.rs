@@ -408,3 +408,81 @@ fn a_failed_load_leaves_the_heap_unchanged() {
         Err(coreobject::save::StoreError::Empty)
     ));
 }
+
+#[cfg(feature = "redb")]
+#[test]
+fn redb_store_saves_match_the_heap() {
+    let dir = std::env::temp_dir().join(format!("coreobject-store-redb-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 8,
+        ..ProptestConfig::default()
+    });
+    let k = std::sync::atomic::AtomicUsize::new(0);
+    runner
+        .run(&proptest::collection::vec(op(), 1..40), |ops| {
+            let k = k.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut store =
+                coreobject::save::RedbStore::open(dir.join(format!("m{k}.redb"))).unwrap();
+            run(&ops, &mut store);
+            Ok(())
+        })
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// redb's log of saves and its folding into the base, against the heap: a
+/// world large enough that small saves go to the log, then fold.
+#[cfg(feature = "redb")]
+#[test]
+fn redb_log_and_fold_match_the_heap() {
+    let path =
+        std::env::temp_dir().join(format!("coreobject-store-fold-{}.redb", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut store = coreobject::save::RedbStore::open(&path).unwrap();
+    let mut heap = Heap::new();
+    let mut rng = 12345u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut nodes: Vec<Obj<Node>> = (0..200)
+        .map(|i| {
+            heap.spawn(Node {
+                value: i,
+                ..Node::default()
+            })
+            .root()
+            .create()
+            .unwrap()
+        })
+        .collect();
+    heap.save_store(&mut store).unwrap();
+    for round in 0..30 {
+        for _ in 0..5 {
+            let n = nodes[next() as usize % nodes.len()];
+            heap[n].value = next() as i64;
+        }
+        let n = heap
+            .spawn(Node {
+                value: round,
+                ..Node::default()
+            })
+            .root()
+            .create()
+            .unwrap();
+        nodes.push(n);
+        let gone = nodes.swap_remove(next() as usize % nodes.len());
+        heap.remove_from_root(gone).unwrap();
+        if round % 3 == 0 {
+            heap.collect().unwrap();
+        }
+        heap.save_store(&mut store).unwrap();
+        check_store(&heap, &mut store);
+    }
+    drop(store);
+    let _ = std::fs::remove_file(&path);
+}

@@ -155,7 +155,7 @@ fn bench(
         let _ = std::fs::remove_dir_all(&path);
         let _ = std::fs::remove_file(&path);
     }
-    let mut col = |f: fn(&Row) -> f64| median(&mut rows.iter().map(f).collect::<Vec<_>>());
+    let col = |f: fn(&Row) -> f64| median(&mut rows.iter().map(f).collect::<Vec<_>>());
     let (whole, inc, cap, commit) = (
         col(|r| r.whole),
         col(|r| r.incremental),
