@@ -493,8 +493,8 @@
 //!   progress that handles' serde impls (in `handle.rs`) consult. It reads
 //!   objects through their classes as the collector does; `#[object(save)]`
 //!   writes each class's field code (`coreobject-derive/src/save.rs`).
-//!   Stores (with `heap/store.rs`): `ids.rs` persistent ids and the
-//!   changed-since-the-last-save bits beside the object table (set by
+//!   Stores (with `heap/store.rs`): `ids.rs` persistent ids beside the
+//!   object table (what changed since the last save is an item flag set by
 //!   `get_mut`), `store.rs` the records, the capture of what changed, the
 //!   load by id and the file store, `redb_store.rs` the redb store.
 //!

@@ -148,4 +148,10 @@ impl Heap {
             }
         });
     }
+
+    /// Clears slot `index`'s changed-since-the-last-save flag (its object
+    /// was just captured).
+    pub(crate) fn store_unchange(&self, index: u32) {
+        self.array.at(index).clear(crate::array::flags::CHANGED);
+    }
 }

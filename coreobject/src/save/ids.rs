@@ -61,8 +61,6 @@ pub(crate) struct Entry {
 /// The heap's side table of persistent ids and changed bits.
 #[derive(Default)]
 pub(crate) struct Tracker {
-    /// One bit per slot: written (through `get_mut`) since the last save.
-    changed: Vec<u64>,
     pub(crate) entries: Vec<Entry>,
     pub(crate) by_id: FxHashMap<u64, u32>,
     /// The next serial to hand out (at least the store's).
@@ -70,36 +68,6 @@ pub(crate) struct Tracker {
 }
 
 impl Tracker {
-    /// The write barrier's part: slot `index` changed.
-    #[inline(always)]
-    pub(crate) fn touch(&mut self, index: u32) {
-        let w = (index >> 6) as usize;
-        match self.changed.get_mut(w) {
-            Some(word) => *word |= 1 << (index & 63),
-            None => self.grow_touch(index),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn grow_touch(&mut self, index: u32) {
-        let w = (index >> 6) as usize;
-        self.changed.resize((w + 1).max(self.changed.len() * 2), 0);
-        self.changed[w] |= 1 << (index & 63);
-    }
-
-    /// Whether slot `index` changed since the last save.
-    pub(crate) fn is_changed(&self, index: u32) -> bool {
-        self.changed
-            .get((index >> 6) as usize)
-            .is_some_and(|w| w & (1 << (index & 63)) != 0)
-    }
-
-    /// Forgets every changed bit (a save finished capturing).
-    pub(crate) fn clear_changed(&mut self) {
-        self.changed.iter_mut().for_each(|w| *w = 0);
-    }
-
     /// The id of the object with handle (`index`, `serial`), if it has one.
     #[inline]
     pub(crate) fn id_of(&self, index: u32, serial: u32) -> Option<u64> {

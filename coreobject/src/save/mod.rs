@@ -186,8 +186,8 @@
 //!   object back, and a load gives each object its saved id. Handles stay
 //!   8-byte index + serial; ids live only in stores.
 //! * **What changed.** `get_mut` (and `heap[h]`), the one door for mutation,
-//!   sets a bit per slot: one bounds check and one OR beside the
-//!   collector's barrier. Objects of interior-mutable classes (which can
+//!   sets a flag in the object's table entry, once per save: a test of the
+//!   flags word the collector's barrier reads anyway. Objects of interior-mutable classes (which can
 //!   change behind `&self`) are rewritten at every save, as the collector
 //!   re-scans them. Created and freed objects are found by comparing the
 //!   live objects with the ids kept per slot (a slot reused by a new object

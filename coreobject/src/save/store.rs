@@ -11,7 +11,7 @@
 //! [`Heap::save_store`](crate::Heap::save_store) writes only the objects
 //! created or changed since the last save and deletes the freed ones, in
 //! one commit. Changed means written through `get_mut` (or `heap[h]`), the
-//! one door for mutation, which sets a bit per slot; objects of
+//! one door for mutation, which sets a flag in the object's table entry; objects of
 //! interior-mutable classes count as changed at every save. Creation and
 //! freeing are found by comparing the live objects with the ids the heap
 //! keeps per slot.
@@ -475,7 +475,7 @@ struct Scan<'h> {
 /// created, never stored, changed, or interior-mutable.
 fn to_write(tr: &Tracker, i: u32, s: u32, f: u32) -> bool {
     match tr.id_of(i, s) {
-        Some(_) if tr.entries[i as usize].stored => tr.is_changed(i) || f & flags::INTERIOR != 0,
+        Some(_) if tr.entries[i as usize].stored => f & (flags::CHANGED | flags::INTERIOR) != 0,
         _ => true,
     }
 }
@@ -700,7 +700,9 @@ pub(crate) fn capture(
     for i in freed {
         tr.entries[i].stored = false;
     }
-    tr.clear_changed();
+    for o in &objects {
+        heap.store_unchange(o.id().index());
+    }
     tr.next = meta.next_serial;
     delete.sort_unstable();
     let saved = StoreSaved {
