@@ -611,5 +611,6 @@ pub use lifecycle::{DestroyCx, Lifecycle};
 pub use listener::{CreateListener, DeleteListener, HookId, ObjectEvent};
 pub use names::{IntoName, Name};
 pub use referencer::Referencer;
+pub use save::{LoadError, Loaded, SaveError, Selection};
 pub use strong::StrongObj;
 pub use trace::{PathSeg, RefKind, Trace, Visitor};

@@ -285,3 +285,70 @@ fn a_missing_field_without_default_is_an_error() {
     );
     assert_eq!(other.len(), 1);
 }
+
+/// Regression: objects inside an object marked as garbage were saved with
+/// no outer, so two such inners of one name clashed on load.
+#[test]
+fn inners_of_dead_outers_are_left_out_of_a_whole_heap_save() {
+    let heap = Heap::new();
+    let keep = heap
+        .spawn(Lamp::default())
+        .name("Keep")
+        .root()
+        .create()
+        .unwrap();
+    for outer in ["A", "B"] {
+        let o = heap
+            .spawn(Lamp::default())
+            .name(outer)
+            .root()
+            .create()
+            .unwrap();
+        heap.spawn(Lamp { on: true })
+            .name("X")
+            .outer(o)
+            .create()
+            .unwrap();
+        heap.mark_as_garbage(o).unwrap();
+    }
+    let mut b = Vec::new();
+    let saved = heap.save(Selection::all(), &mut b).unwrap();
+    assert_eq!(saved.exports, [keep.any()]);
+    let mut other = Heap::new();
+    other.load(&b[..]).unwrap();
+    assert_eq!(other.len(), 1);
+    let copy = Heap::restore(&b[..]).unwrap();
+    assert_eq!(copy.len(), 1);
+}
+
+#[test]
+fn selections_from_handles_and_lists() {
+    let heap = Heap::new();
+    let a = heap
+        .spawn(Lamp::default())
+        .name("A")
+        .root()
+        .create()
+        .unwrap();
+    let b = heap
+        .spawn(Lamp::default())
+        .name("B")
+        .outer(a)
+        .create()
+        .unwrap();
+    let c = heap
+        .spawn(Lamp::default())
+        .name("C")
+        .root()
+        .create()
+        .unwrap();
+    let saved = heap.save(a, Vec::new()).unwrap();
+    assert_eq!(saved.exports, [a.any(), b.any()]);
+    let saved = heap.save(vec![c.any(), a.any()], Vec::new()).unwrap();
+    assert_eq!(saved.exports, [a.any(), c.any()]);
+    let saved = heap.save(&[b.any()][..], Vec::new()).unwrap();
+    assert_eq!(
+        (saved.exports, saved.imports),
+        (vec![b.any()], vec![a.any()])
+    );
+}

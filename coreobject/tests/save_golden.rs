@@ -99,17 +99,20 @@ fn check_v1(file: &str) {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "reads tests/golden/; miri runs isolated")]
 fn v1_binary_loads() {
     check_v1("ship_v1.bin");
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "reads tests/golden/; miri runs isolated")]
 fn v1_json_loads() {
     check_v1("ship_v1.json");
 }
 
 /// Today's classes write exactly the committed bytes, which load back.
 #[test]
+#[cfg_attr(miri, ignore = "reads tests/golden/; miri runs isolated")]
 fn v2_is_stable() {
     let (mut heap, port) = harbour();
     let ship = heap
@@ -156,6 +159,7 @@ fn v2_is_stable() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "reads tests/golden/; miri runs isolated")]
 fn unknown_class_is_named() {
     let text = String::from_utf8(golden("ship_v1.json"))
         .unwrap()
@@ -171,6 +175,7 @@ fn unknown_class_is_named() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "reads tests/golden/; miri runs isolated")]
 fn wrong_field_type_names_the_field() {
     register::<Ship>().unwrap();
     register::<Crate>().unwrap();

@@ -297,7 +297,13 @@ fn snapshot(heap: &Heap) -> (Vec<AnyObj>, Vec<View>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    // A few cases under miri: a sample of real and mutated saves checked
+    // for undefined behaviour.
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 48 },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn exact_restore(r in recipe(), json in any::<bool>()) {

@@ -16,7 +16,8 @@ use super::Heap;
 
 impl Heap {
     /// Saves `selection` to `writer` as a binary package (see
-    /// [`save`](crate::save) for what is saved). Returns the saved objects in
+    /// [`save`](crate::save) for what is saved): a [`Selection`], or a
+    /// handle (its outer subtree), or a list of handles (that set). Returns the saved objects in
     /// export order and the objects outside the save they refer to. Nothing
     /// is written unless the whole package could be built.
     ///
@@ -33,7 +34,11 @@ impl Heap {
     /// assert_eq!(saved.exports, [c.any()]);
     /// assert_eq!(saved.bytes, bytes.len());
     /// ```
-    pub fn save(&self, selection: Selection, writer: impl Write) -> Result<Saved, SaveError> {
+    pub fn save(
+        &self,
+        selection: impl Into<Selection>,
+        writer: impl Write,
+    ) -> Result<Saved, SaveError> {
         self.save_with(selection, &SaveOptions::default(), writer)
     }
 
@@ -55,11 +60,11 @@ impl Heap {
     /// ```
     pub fn save_with(
         &self,
-        selection: Selection,
+        selection: impl Into<Selection>,
         options: &SaveOptions,
         mut writer: impl Write,
     ) -> Result<Saved, SaveError> {
-        let (pkg, mut saved) = save::build(self, &selection, options)?;
+        let (pkg, mut saved) = save::build(self, &selection.into(), options)?;
         let mut out = Vec::with_capacity(16 * pkg.exports.len() + 1024);
         match options.format {
             save::Format::Json => {

@@ -550,6 +550,34 @@ impl Selection {
     }
 }
 
+/// An object: its outer subtree.
+impl From<AnyObj> for Selection {
+    fn from(root: AnyObj) -> Selection {
+        Selection::Subtree(root)
+    }
+}
+
+/// An object: its outer subtree.
+impl<T> From<crate::Obj<T>> for Selection {
+    fn from(root: crate::Obj<T>) -> Selection {
+        Selection::Subtree(root.any())
+    }
+}
+
+/// A list of objects: that set.
+impl From<Vec<AnyObj>> for Selection {
+    fn from(objects: Vec<AnyObj>) -> Selection {
+        Selection::Set(objects)
+    }
+}
+
+/// A list of objects: that set.
+impl From<&[AnyObj]> for Selection {
+    fn from(objects: &[AnyObj]) -> Selection {
+        Selection::Set(objects.to_vec())
+    }
+}
+
 /// What a weak handle to an object outside the save becomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]

@@ -142,8 +142,11 @@ fn check(pkg: &Package) -> Result<Checked<'_>, LoadError> {
     // An export's outer chain must end too: outers among exports form a
     // forest. Colours: 0 unseen, 1 on the current chain, 2 done.
     let mut colour = vec![0u8; pkg.exports.len()];
+    let mut chain = Vec::new();
     for k in 0..pkg.exports.len() {
-        let mut chain = Vec::new();
+        if colour[k] == 2 {
+            continue;
+        }
         let mut cur = k;
         loop {
             match colour[cur] {
@@ -159,7 +162,7 @@ fn check(pkg: &Package) -> Result<Checked<'_>, LoadError> {
             }
             cur = o as usize - 1;
         }
-        for c in chain {
+        for c in chain.drain(..) {
             colour[c] = 2;
         }
     }

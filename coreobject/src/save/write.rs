@@ -183,25 +183,22 @@ pub(crate) fn build(
                     c
                 }
             };
-            let outer = o.outer().map_or(0, |outer| {
-                handles::with_save(|cx| {
-                    cx.current = e as u32;
-                    cx.index_of(outer, false)
-                })
-                .unwrap_or(0)
-            });
+            // One look at the save in progress per object: the export being
+            // written, its outer's index, and the prefetch for a later one.
+            let outer = handles::with_save(|cx| {
+                cx.current = e as u32;
+                if let (ExportMap::Dense(map), Some(next)) = (&cx.exports, objects.get(e + AHEAD)) {
+                    (vts[e + AHEAD].ahead)(next, &mut Ahead(map));
+                }
+                o.outer().map_or(0, |outer| cx.index_of(outer, false))
+            })
+            .unwrap_or(0);
             let name = names
                 .name_parts(o.id().index())
                 .map(|(base, text, number)| {
                     let id = *bases.entry(base).or_insert_with(|| strings.id(text));
                     (id, number)
                 });
-            handles::with_save(|cx| {
-                cx.current = e as u32;
-                if let (ExportMap::Dense(map), Some(next)) = (&cx.exports, objects.get(e + AHEAD)) {
-                    (vts[e + AHEAD].ahead)(next, &mut Ahead(map));
-                }
-            });
             let mut fl = 0;
             if o.is_rooted() {
                 fl |= xflags::ROOT;
