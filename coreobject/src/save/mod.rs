@@ -64,7 +64,7 @@
 //! caches or handles to the outside world; nothing is saved by accident).
 //! Every field is written through serde, so field types need `Serialize`
 //! and `Deserialize`, and handles ([`Obj`](crate::Obj), [`Weak`](crate::Weak),
-//! [`AnyObj`](crate::AnyObj)) anywhere serde walks (a `Vec`, an `Option`, a
+//! [`AnyObj`]) anywhere serde walks (a `Vec`, an `Option`, a
 //! map, your own structs and enums) are written as package indices by the
 //! save in progress, so a handle cannot be forgotten. Serializing a handle
 //! outside a save is an error, never its raw index and serial. Use ordered
