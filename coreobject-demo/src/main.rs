@@ -37,6 +37,7 @@
 //! times and the file's size (also in `<out>/save.json`); `--load FILE`
 //! restores such a file and checks it (see `saving.rs`).
 
+mod autosave;
 mod chart;
 mod check;
 mod model;
@@ -133,6 +134,13 @@ struct Cli {
     /// same bytes.
     #[arg(long, value_name = "FILE")]
     load: Option<PathBuf>,
+    /// Autosave into `<out>/autosave.redb` every this many seconds: capture
+    /// on the game thread, commit on a worker (see `autosave.rs`).
+    #[arg(long, value_name = "SECONDS")]
+    autosave: Option<f64>,
+    /// Instead of simulating: load the last autosave in `<out>`.
+    #[arg(long)]
+    resume: bool,
 }
 
 /// A budget in milliseconds: positive, finite, at most a second.
@@ -170,6 +178,9 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
     if let Some(file) = &cli.load {
         return saving::load(file);
     }
+    if cli.resume {
+        return autosave::resume(&cli.out);
+    }
     std::fs::create_dir_all(&cli.out)
         .map_err(|e| format!("cannot create {}: {e}", cli.out.display()))?;
     let settings = Settings {
@@ -201,7 +212,12 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
     );
     let progress = Progress::new(u64::from(cli.frames));
     let save_at = cli.save_at.map(|f| (f, cli.out.join("world.save")));
-    let (report, memory_report, timeline, saved) = simulate(settings, &progress, save_at)?;
+    let mut autosaver = match cli.autosave {
+        Some(s) => Some(autosave::Autosave::start(&cli.out, s)?),
+        None => None,
+    };
+    let (report, memory_report, timeline, saved) =
+        simulate(settings, &progress, save_at, autosaver.as_mut())?;
 
     print!("{}", report.summary(&memory_report));
     let mut saved_ok = true;
@@ -221,6 +237,9 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
             "--save-at {f}: the run has {} frames; nothing saved",
             cli.frames
         );
+    }
+    if let Some(a) = autosaver {
+        a.finish(&cli.out, &report.frames, cli.budget_ms)?;
     }
     let svg = cli.out.join("pauses.svg");
     let json = cli.out.join("stats.json");
@@ -273,6 +292,7 @@ fn simulate(
     settings: Settings,
     progress: &Progress,
     save_at: Option<(u32, PathBuf)>,
+    mut autosaver: Option<&mut autosave::Autosave>,
 ) -> Result<
     (
         RunReport,
@@ -312,6 +332,9 @@ fn simulate(
         collections.extend(collection);
         if let Some((_, path)) = save_at.as_ref().filter(|(at, _)| *at == f) {
             saved = Some(saving::save_at(&sim.heap, path, f)?);
+        }
+        if let Some(a) = autosaver.as_deref_mut() {
+            a.after_frame(&mut sim.heap, f)?;
         }
     }
     progress.finish();
@@ -467,7 +490,9 @@ mod tests {
             moves: crate::world::Moves::Door,
             effects: crate::world::EFFECTS_SHARE,
         };
-        simulate(settings, &Progress::hidden(), None).unwrap().0
+        simulate(settings, &Progress::hidden(), None, None)
+            .unwrap()
+            .0
     }
 
     /// `--save-at`: the world saved mid-run (a generational cycle may be in
@@ -489,8 +514,13 @@ mod tests {
             moves: crate::world::Moves::Door,
             effects: crate::world::EFFECTS_SHARE,
         };
-        let (_, _, _, saved) =
-            simulate(settings, &Progress::hidden(), Some((20, path.clone()))).unwrap();
+        let (_, _, _, saved) = simulate(
+            settings,
+            &Progress::hidden(),
+            Some((20, path.clone())),
+            None,
+        )
+        .unwrap();
         let saved = saved.expect("saved at frame 20");
         assert!(saved.restore_same && saved.instantiate_same, "{saved:?}");
         assert!(

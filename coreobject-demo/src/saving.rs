@@ -31,7 +31,7 @@ use crate::model::{
 
 /// Registers the world's classes for loading by name (a save written by
 /// another run names them; this run has saved none yet).
-fn register_classes() -> Result<(), Box<dyn Error>> {
+pub fn register_classes() -> Result<(), Box<dyn Error>> {
     use coreobject::save::register;
     register::<World>()?;
     register::<Level>()?;

@@ -375,6 +375,15 @@
 //! The [`save`] module is the chapter: what is and is not saved, the two
 //! ways to load, the evolution rules, the errors.
 //!
+//! A world saved every few minutes should not be rewritten each time:
+//! [`Heap::save_store`] writes into a [`save::SaveStore`] (a file, or an
+//! embedded redb database with the `redb` feature) only the objects created
+//! or changed since the last save, keyed by persistent ids that outlive the
+//! process ([`Heap::persistent_id`]), in one crash-safe commit.
+//! [`Heap::capture`] is the game thread's half, the commit can run on a
+//! worker while the game goes on (see the [`save`] chapter's "Saves that
+//! cost what changed").
+//!
 //! ```
 //! use coreobject::save::Selection;
 //! use coreobject::{Heap, Obj, Object};
@@ -503,6 +512,10 @@
 //!   progress that handles' serde impls (in `handle.rs`) consult. It reads
 //!   objects through their classes as the collector does; `#[object(save)]`
 //!   writes each class's field code (`coreobject-derive/src/save.rs`).
+//!   Stores (with `heap/store.rs`): `ids.rs` persistent ids beside the
+//!   object table (what changed since the last save is an item flag set by
+//!   `get_mut`), `store.rs` the records, the capture of what changed, the
+//!   load by id and the file store, `redb_store.rs` the redb store.
 //!
 //! ### Memory layout
 //!
@@ -569,6 +582,8 @@
 //! | export table, import table, `FPackageIndex` | the package's tables; package indices (see [`save`]) |
 //! | `SaveGame` property flag, `Transient` | `#[object(save)]` on the class, `#[object(transient)]` on a field |
 //! | tagged properties, `CustomVersion`, `CoreRedirects` | fields matched by name, `#[object(version, migrate)]`, `#[object(rename_from)]` |
+//! | `SaveGameToSlot`, `AsyncSaveGameToSlot` | [`Heap::save_store`]; [`Heap::capture`] then [`save::SaveStore::commit`] on a worker |
+//! | `FRemoteObjectId` (server id + serial) | [`save::PersistentId`] (origin + serial) |
 
 #![warn(missing_docs)]
 

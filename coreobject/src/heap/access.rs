@@ -210,6 +210,10 @@ impl Heap {
         let h = h.any_obj();
         let (v, item) = self.array.resolve_mut::<H::Target>(h)?;
         self.gc.barrier(item, h.index());
+        if item.flags() & flags::CHANGED == 0 {
+            // Changed since the last save into a store (set once per save).
+            item.set(flags::CHANGED);
+        }
         let cluster = item.cluster_root();
         if cluster != 0 {
             // A member changes: its cluster's references out are gathered

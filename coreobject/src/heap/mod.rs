@@ -41,6 +41,7 @@ mod pool;
 mod rename;
 mod roots;
 mod save;
+mod store;
 
 pub use access::GetMany;
 pub use create::SpawnAt;
@@ -83,6 +84,8 @@ pub struct Heap {
     defaults: RwLock<HashMap<TypeId, AnyObj>>,
     gc: Collector,
     next_hook: u64,
+    /// Persistent ids and changed-since-the-last-save bits (`save/ids.rs`).
+    store: crate::save::ids::Tracker,
 }
 
 impl Default for Heap {
@@ -368,6 +371,7 @@ impl Heap {
             gc: Collector::new(config.gc.clone()),
             config,
             next_hook: 1,
+            store: Default::default(),
         }
     }
 

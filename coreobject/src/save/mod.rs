@@ -64,7 +64,7 @@
 //! caches or handles to the outside world; nothing is saved by accident).
 //! Every field is written through serde, so field types need `Serialize`
 //! and `Deserialize`, and handles ([`Obj`](crate::Obj), [`Weak`](crate::Weak),
-//! [`AnyObj`](crate::AnyObj)) anywhere serde walks (a `Vec`, an `Option`, a
+//! [`AnyObj`]) anywhere serde walks (a `Vec`, an `Option`, a
 //! map, your own structs and enums) are written as package indices by the
 //! save in progress, so a handle cannot be forgotten. Serializing a handle
 //! outside a save is an error, never its raw index and serial. Use ordered
@@ -172,6 +172,66 @@
 //! payload that does not decode, an import or outer cycle; each names what
 //! and where ([`LoadError`]).
 //!
+//! ## Saves that cost what changed
+//!
+//! A package is the whole selection, every time. A game that saves a large
+//! world every few minutes saves into a [`SaveStore`] instead: one record
+//! per object keyed by its [`PersistentId`], the class table, the roots.
+//!
+//! * **Persistent ids.** The first save of an object gives it a `u64`: the
+//!   store's origin in the high 24 bits, a serial in the low 40 (Unreal's
+//!   remote object ids have the same shape). The heap keeps it beside the
+//!   object table, [`Heap::persistent_id`](crate::Heap::persistent_id) reads
+//!   it, [`Heap::find_persistent`](crate::Heap::find_persistent) finds the
+//!   object back, and a load gives each object its saved id. Handles stay
+//!   8-byte index + serial; ids live only in stores.
+//! * **What changed.** `get_mut` (and `heap[h]`), the one door for mutation,
+//!   sets a flag in the object's table entry, once per save: a test of the
+//!   flags word the collector's barrier reads anyway. Objects of interior-mutable classes (which can
+//!   change behind `&self`) are rewritten at every save, as the collector
+//!   re-scans them. Created and freed objects are found by comparing the
+//!   live objects with the ids kept per slot (a slot reused by a new object
+//!   is told apart by its serial).
+//! * **One commit.** [`Heap::save_store`](crate::Heap::save_store) writes
+//!   the changed and created records, deletes the freed ones and updates
+//!   the meta in one commit of the store. A record's handles are persistent
+//!   ids, so unchanged records stay valid; a handle to an object not in the
+//!   store (freed, or inside an object marked as garbage) loads as a handle
+//!   that never resolves. Records keep the class layout they were written
+//!   with: a store whose records of one class carry several layouts loads
+//!   by the evolution rules above.
+//! * **Loading** ([`Heap::load_store`](crate::Heap::load_store)) reads every
+//!   record, or the outer subtree under one id (a level), and creates the
+//!   objects as [`Heap::load`](crate::Heap::load) does.
+//!
+//! ### Saving while the game runs
+//!
+//! [`Heap::capture`](crate::Heap::capture) runs on the game thread: it
+//! finds what changed and encodes it into a [`ChangeSet`] that owns its
+//! bytes. [`SaveStore::commit`] writes it, on a worker thread, while the
+//! game keeps running and changing objects. The change set is the heap as
+//! it was when the capture ran: the capture holds `&mut Heap`, so nothing
+//! changes during it, and it clears the changed bits when it is done, so an
+//! object changed after its capture is captured again by the next save.
+//! Commits must be applied in capture order (one worker, one queue), and a
+//! capture passes the previous change set's [`ChangeSet::meta`] on. If a
+//! commit fails, [`Heap::forget_store`](crate::Heap::forget_store) makes the
+//! next save write everything again. The capture encodes only what changed,
+//! but it walks the live objects once to find created, freed and
+//! interior-mutable ones.
+//!
+//! ### Crash safety
+//!
+//! A commit is all or nothing. [`FileStore`] writes the whole store to a
+//! temporary file, flushes it to disk, renames it into place and flushes
+//! the directory, then deletes all but the last N files; opening takes the
+//! newest file whose checksum holds. `RedbStore` (feature `redb`, which
+//! needs Rust 1.85) commits one durable redb transaction. Either way a
+//! process killed at any point leaves the last committed save whole (or
+//! the one being committed, if it reached the disk): the test suite kills a
+//! saving child process with SIGKILL at random moments and loads the store
+//! after each kill.
+//!
 //! ## Unreal → coreobject
 //!
 //! | Unreal | here |
@@ -187,10 +247,14 @@
 
 mod error;
 pub(crate) mod handles;
+pub(crate) mod ids;
 mod package;
 mod read;
+#[cfg(feature = "redb")]
+mod redb_store;
 mod registry;
 mod schema;
+pub(crate) mod store;
 mod write;
 
 use serde::de::DeserializeOwned;
@@ -201,9 +265,16 @@ use crate::class::Object;
 use crate::handle::AnyObj;
 
 pub use error::{FieldError, LoadError, SaveError};
+pub use ids::PersistentId;
 pub use package::Format;
 pub(crate) use read::{instantiate, restore};
+#[cfg(feature = "redb")]
+pub use redb_store::RedbStore;
 pub use registry::register;
+pub use store::{
+    ChangeSet, ClassEntry, FileStore, MemStore, ObjectRecord, SaveStore, StoreError, StoreLoaded,
+    StoreMeta, StoreSaved, DEFAULT_ORIGIN, RECORD_POOL,
+};
 pub(crate) use write::build;
 
 /// A class that can be saved: written by `#[object(save)]`.

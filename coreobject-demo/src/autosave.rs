@@ -1,0 +1,265 @@
+//! Autosaving into redb while the world runs (`--autosave SECONDS`), and
+//! resuming from the last autosave (`--resume`).
+//!
+//! Every `SECONDS`, after a frame, [`Heap::capture`] encodes on the game
+//! thread what changed since the previous autosave (the first one: the
+//! whole world), and a worker thread commits it to `<out>/autosave.redb`,
+//! one durable transaction per save, while the next frames run. At most one
+//! save is in flight: a save falls due while the previous one is still
+//! being written waits for the next frame. Each save's capture time is
+//! drawn beside the collector's time per frame in `<out>/autosave.svg`,
+//! and every save is listed in `<out>/autosave.json`.
+//!
+//! `--resume` loads the last autosave into a fresh heap, reports what it
+//! holds and how long the load took, and collects it.
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use coreobject::save::{ChangeSet, RedbStore, SaveStore, StoreMeta};
+use coreobject::{Heap, HeapConfig};
+use plotters::prelude::*;
+
+use crate::stats::FrameRecord;
+
+/// One autosave.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SaveRecord {
+    /// The frame after which it was captured.
+    pub frame: u32,
+    /// Capture on the game thread, in milliseconds.
+    pub capture_ms: f64,
+    /// Commit on the worker thread, in milliseconds.
+    pub commit_ms: f64,
+    /// Records written (created or changed objects).
+    pub written: usize,
+    /// Records deleted (freed objects).
+    pub deleted: usize,
+    /// Objects in the save.
+    pub objects: usize,
+}
+
+/// The autosaver: the period, the worker, the saves so far.
+pub struct Autosave {
+    every: Duration,
+    last: Instant,
+    path: PathBuf,
+    meta: Option<StoreMeta>,
+    tx: Option<Sender<ChangeSet>>,
+    busy: Arc<AtomicBool>,
+    worker: Option<JoinHandle<Result<Vec<f64>, String>>>,
+    saves: Vec<SaveRecord>,
+}
+
+impl Autosave {
+    /// Starts a new autosave store at `<out>/autosave.redb` (replacing an
+    /// older one), saving every `seconds`.
+    pub fn start(out: &Path, seconds: f64) -> Result<Autosave, Box<dyn Error>> {
+        let path = out.join("autosave.redb");
+        let _ = std::fs::remove_file(&path);
+        let mut store = RedbStore::open(&path)?;
+        let meta = store.meta()?;
+        let (tx, rx) = channel::<ChangeSet>();
+        let busy = Arc::new(AtomicBool::new(false));
+        let flag = busy.clone();
+        let worker = std::thread::spawn(move || -> Result<Vec<f64>, String> {
+            let mut times = Vec::new();
+            for change in rx {
+                let t = Instant::now();
+                store.commit(&change).map_err(|e| e.to_string())?;
+                times.push(t.elapsed().as_secs_f64() * 1e3);
+                flag.store(false, Ordering::Release);
+            }
+            Ok(times)
+        });
+        Ok(Autosave {
+            every: Duration::from_secs_f64(seconds),
+            last: Instant::now(),
+            path,
+            meta,
+            tx: Some(tx),
+            busy,
+            worker: Some(worker),
+            saves: Vec::new(),
+        })
+    }
+
+    /// After frame `frame`: captures and hands a save to the worker if one
+    /// is due and none is in flight. Returns the capture's time.
+    pub fn after_frame(
+        &mut self,
+        heap: &mut Heap,
+        frame: u32,
+    ) -> Result<Option<Duration>, Box<dyn Error>> {
+        if self.last.elapsed() < self.every || self.busy.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        let t = Instant::now();
+        let (change, saved) = heap.capture(self.meta.as_ref())?;
+        let capture = t.elapsed();
+        self.meta = Some(change.meta.clone());
+        self.busy.store(true, Ordering::Release);
+        if let Some(tx) = &self.tx {
+            tx.send(change).map_err(|_| "the autosave worker stopped")?;
+        }
+        self.last = Instant::now();
+        self.saves.push(SaveRecord {
+            frame,
+            capture_ms: capture.as_secs_f64() * 1e3,
+            commit_ms: 0.0,
+            written: saved.written,
+            deleted: saved.deleted,
+            objects: saved.objects,
+        });
+        Ok(Some(capture))
+    }
+
+    /// Waits for the last commit, writes `autosave.json` and `autosave.svg`
+    /// and prints a summary.
+    pub fn finish(
+        mut self,
+        out: &Path,
+        frames: &[FrameRecord],
+        budget_ms: f64,
+    ) -> Result<(), Box<dyn Error>> {
+        drop(self.tx.take());
+        let commits = self
+            .worker
+            .take()
+            .expect("started")
+            .join()
+            .map_err(|_| "the autosave worker panicked")??;
+        for (s, c) in self.saves.iter_mut().zip(commits) {
+            s.commit_ms = c;
+        }
+        let json = out.join("autosave.json");
+        std::fs::write(&json, serde_json::to_string_pretty(&self.saves)?)?;
+        let svg = out.join("autosave.svg");
+        chart(&svg, frames, &self.saves, budget_ms)?;
+        let max = |f: fn(&SaveRecord) -> f64| self.saves.iter().map(f).fold(0.0, f64::max);
+        let gc_at = |frame: u32| {
+            frames
+                .iter()
+                .find(|f| f.frame == frame)
+                .map_or(0.0, |f| f.gc_us / 1e3)
+        };
+        let worst = self
+            .saves
+            .iter()
+            .map(|s| s.capture_ms + gc_at(s.frame))
+            .fold(0.0, f64::max);
+        println!(
+            "\nautosave: {} saves into {} | capture max {:.2} ms, commit (worker) max {:.1} ms | written max {} records | worst save frame: GC + capture {:.2} ms",
+            self.saves.len(),
+            self.path.display(),
+            max(|s| s.capture_ms),
+            max(|s| s.commit_ms),
+            self.saves.iter().map(|s| s.written).max().unwrap_or(0),
+            worst
+        );
+        println!("wrote {} and {}", json.display(), svg.display());
+        Ok(())
+    }
+}
+
+/// The collector's time per frame and each autosave's capture time.
+fn chart(
+    path: &Path,
+    frames: &[FrameRecord],
+    saves: &[SaveRecord],
+    budget_ms: f64,
+) -> Result<(), Box<dyn Error>> {
+    let root = SVGBackend::new(path, (1400, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let x_end = frames.last().map_or(1.0, |f| f64::from(f.frame) + 1.0);
+    let y_max = frames
+        .iter()
+        .map(|f| f.gc_us / 1e3)
+        .chain(saves.iter().map(|s| s.capture_ms))
+        .fold(budget_ms, f64::max)
+        * 1.2;
+    let mut c = ChartBuilder::on(&root)
+        .margin(14)
+        .caption(
+            "collector time per frame and autosave capture time (game thread)",
+            ("sans-serif", 18),
+        )
+        .x_label_area_size(38)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_end, 0.0..y_max)?;
+    c.configure_mesh().x_desc("frame").y_desc("ms").draw()?;
+    c.draw_series(LineSeries::new(
+        frames.iter().map(|f| (f64::from(f.frame), f.gc_us / 1e3)),
+        BLUE.stroke_width(1),
+    ))?
+    .label("collector (GC slices) per frame")
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLUE));
+    c.draw_series(LineSeries::new(
+        [(0.0, budget_ms), (x_end, budget_ms)],
+        BLACK.mix(0.5).stroke_width(1),
+    ))?
+    .label("GC budget")
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.mix(0.5)));
+    c.draw_series(saves.iter().map(|s| {
+        let x = f64::from(s.frame);
+        Rectangle::new([(x - 0.4, 0.0), (x + 0.4, s.capture_ms)], RED.filled())
+    }))?
+    .label("autosave capture")
+    .legend(|(x, y)| Rectangle::new([(x, y - 4), (x + 12, y + 4)], RED.filled()));
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// `--resume`: loads the last autosave in `<out>/autosave.redb`.
+pub fn resume(out: &Path) -> Result<bool, Box<dyn Error>> {
+    crate::saving::register_classes()?;
+    let path = out.join("autosave.redb");
+    if !path.exists() {
+        return Err(format!(
+            "{}: no autosave (run with --autosave first)",
+            path.display()
+        )
+        .into());
+    }
+    let mut store = RedbStore::open(&path)?;
+    let meta = store.meta()?.ok_or("the autosave store holds no save")?;
+    let records = store.read_all()?.len();
+    let mut heap = Heap::with_config(HeapConfig {
+        max_objects: (records as u32)
+            .saturating_mul(2)
+            .max(HeapConfig::DEFAULT.max_objects),
+        ..HeapConfig::DEFAULT
+    })?;
+    let t = Instant::now();
+    let loaded = heap.load_store(&mut store, None)?;
+    let load = t.elapsed();
+    let mut by_class: BTreeMap<&str, usize> = BTreeMap::new();
+    for o in heap.iter() {
+        *by_class.entry(o.class().name()).or_default() += 1;
+    }
+    println!(
+        "resumed {} objects from save {} of {} in {:.1} ms",
+        loaded.objects.len(),
+        meta.saves,
+        path.display(),
+        load.as_secs_f64() * 1e3
+    );
+    for (class, n) in &by_class {
+        println!("  {class:<16} {n}");
+    }
+    let stats = heap.collect()?;
+    println!("collected: {} objects left", heap.len());
+    let _ = stats;
+    Ok(loaded.objects.len() == records)
+}

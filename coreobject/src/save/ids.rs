@@ -1,0 +1,94 @@
+//! Persistent ids and the "changed since the last save" bits, kept beside
+//! the object table.
+//!
+//! A persistent id is a `u64`: the origin (the store or process that first
+//! saved the object) in the high 24 bits, a serial per origin in the low 40.
+//! Handles stay 8-byte index + serial; persistent ids live only in saves
+//! and stores. The heap keeps, per slot, the id of the object it holds (and
+//! that object's serial, so a reused slot is never taken for its former
+//! object), a reverse map from id to slot, and one bit per slot set by the
+//! write barrier.
+
+use rustc_hash::FxHashMap;
+
+/// Bits of a persistent id that hold the per-origin serial.
+pub const SERIAL_BITS: u32 = 40;
+
+/// A saved object's identity across sessions and processes.
+///
+/// ```
+/// use coreobject::save::PersistentId;
+/// let id = PersistentId::new(3, 17).unwrap();
+/// assert_eq!((id.origin(), id.serial()), (3, 17));
+/// assert_eq!(PersistentId::from_bits(id.bits()), Some(id));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PersistentId(u64);
+
+impl PersistentId {
+    /// The id with `origin` (below 2^24) and `serial` (1 to 2^40 - 1).
+    pub fn new(origin: u32, serial: u64) -> Option<PersistentId> {
+        (origin < (1 << 24) && serial != 0 && serial < (1 << SERIAL_BITS))
+            .then(|| PersistentId((u64::from(origin) << SERIAL_BITS) | serial))
+    }
+    /// The id whose bits are `bits` (`None` for a serial of 0).
+    pub fn from_bits(bits: u64) -> Option<PersistentId> {
+        (bits & ((1 << SERIAL_BITS) - 1) != 0).then_some(PersistentId(bits))
+    }
+    /// The bits, as stored.
+    pub fn bits(self) -> u64 {
+        self.0
+    }
+    /// The origin that assigned it.
+    pub fn origin(self) -> u32 {
+        (self.0 >> SERIAL_BITS) as u32
+    }
+    /// Its serial within the origin.
+    pub fn serial(self) -> u64 {
+        self.0 & ((1 << SERIAL_BITS) - 1)
+    }
+}
+
+/// Per slot: the serial of the object the id belongs to, the id, whether
+/// the object's record is in the store.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Entry {
+    pub(crate) serial: u32,
+    pub(crate) id: u64,
+    pub(crate) stored: bool,
+}
+
+/// The heap's side table of persistent ids and changed bits.
+#[derive(Default)]
+pub(crate) struct Tracker {
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) by_id: FxHashMap<u64, u32>,
+    /// The next serial to hand out (at least the store's).
+    pub(crate) next: u64,
+}
+
+impl Tracker {
+    /// The id of the object with handle (`index`, `serial`), if it has one.
+    #[inline]
+    pub(crate) fn id_of(&self, index: u32, serial: u32) -> Option<u64> {
+        match self.entries.get(index as usize) {
+            Some(e) if e.id != 0 && e.serial == serial => Some(e.id),
+            _ => None,
+        }
+    }
+
+    /// Gives the object (`index`, `serial`) the id `id`, replacing whatever
+    /// the slot held.
+    pub(crate) fn assign(&mut self, index: u32, serial: u32, id: u64, stored: bool) {
+        let i = index as usize;
+        if self.entries.len() <= i {
+            self.entries.resize(i + 1, Entry::default());
+        }
+        let old = self.entries[i];
+        if old.id != 0 && old.id != id {
+            self.by_id.remove(&old.id);
+        }
+        self.entries[i] = Entry { serial, id, stored };
+        self.by_id.insert(id, index);
+    }
+}
