@@ -11,6 +11,32 @@ use crate::handle::{AnyObj, Handle, Obj, Weak};
 use crate::trace::Data;
 
 use super::{index_failed, Heap};
+use crate::array::Item;
+use crate::cluster::Clusters;
+use crate::gc::Collector;
+
+/// What a write through `&mut T` (or a move to another outer) tells the
+/// heap about the object in slot `index`: the collector's write barrier, the
+/// change mark saves into a store read, and its GC cluster, whose references
+/// out are gathered again before the next cycle.
+#[inline(always)]
+pub(super) fn note_write(gc: &mut Collector, clusters: &mut Clusters, item: &Item, index: u32) {
+    gc.barrier(item, index);
+    note_changed(item);
+    let cluster = item.cluster_root();
+    if cluster != 0 {
+        clusters.changed(cluster);
+    }
+}
+
+/// Marks the object changed since the last save into a store (once per
+/// save: a flag test on the fast path).
+#[inline(always)]
+pub(super) fn note_changed(item: &Item) {
+    if item.flags() & flags::CHANGED == 0 {
+        item.set(flags::CHANGED);
+    }
+}
 
 /// Handles [`GetMany`] reads ahead of the one it resolves: the item of the
 /// farthest is requested, the object of the one halfway is.
@@ -209,17 +235,7 @@ impl Heap {
     {
         let h = h.any_obj();
         let (v, item) = self.array.resolve_mut::<H::Target>(h)?;
-        self.gc.barrier(item, h.index());
-        if item.flags() & flags::CHANGED == 0 {
-            // Changed since the last save into a store (set once per save).
-            item.set(flags::CHANGED);
-        }
-        let cluster = item.cluster_root();
-        if cluster != 0 {
-            // A member changes: its cluster's references out are gathered
-            // again before the next cycle.
-            self.clusters.get_mut().changed(cluster);
-        }
+        note_write(&mut self.gc, self.clusters.get_mut(), item, h.index());
         Ok(v)
     }
 
@@ -268,7 +284,8 @@ impl Heap {
         // No barrier: the view reaches no field that can hold a handle, so
         // the object's references stay what marking and the remembered set
         // saw.
-        let (v, _) = self.array.resolve_mut::<H::Target>(h.any_obj())?;
+        let (v, item) = self.array.resolve_mut::<H::Target>(h.any_obj())?;
+        note_changed(item);
         Ok(v.data_view())
     }
 
@@ -302,12 +319,8 @@ impl Heap {
             .array
             .resolve_disjoint_mut::<H::Target, N>(hs.map(|h| h.any_obj()))?;
         Some(found.map(|(v, item, index)| {
-            // What `try_get_mut` tells the collector, for each object.
-            self.gc.barrier(item, index);
-            let cluster = item.cluster_root();
-            if cluster != 0 {
-                self.clusters.get_mut().changed(cluster);
-            }
+            // What `try_get_mut` tells the heap, for each object.
+            note_write(&mut self.gc, self.clusters.get_mut(), item, index);
             v
         }))
     }

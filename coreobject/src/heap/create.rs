@@ -79,7 +79,10 @@ impl<T: Object> SpawnAt<'_, T> {
         // Handles to another class may carry this serial: typed resolves of
         // this object compare the class (see `ObjectArray::resolve`).
         let named = if key.is_some() { flags::NAMED } else { 0 };
-        let h = heap.publish_quiet(self.index, self.value, self.outer, flags::RESTORED | named);
+        // Changed for a store too: the slot's old serial may name a saved
+        // record whose contents this object replaces.
+        let extra = flags::RESTORED | flags::CHANGED | named;
+        let h = heap.publish_quiet(self.index, self.value, self.outer, extra);
         if let Some(key) = key {
             let names = heap.names.get_mut();
             names.insert(h.any(), key);

@@ -141,12 +141,10 @@ impl Rename<'_> {
             heap.note_inner(new, obj);
             // The outer is a traced reference: the object changed.
             let item = heap.array.at(obj.index());
-            heap.gc.barrier(item, obj.index());
-            let cluster = item.cluster_root();
-            if cluster != 0 {
-                heap.clusters.get_mut().changed(cluster);
-            }
+            super::access::note_write(&mut heap.gc, heap.clusters.get_mut(), item, obj.index());
         }
+        // Its record in a store names it and its outer.
+        super::access::note_changed(heap.array.at(obj.index()));
         Ok(())
     }
 }
