@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use coreobject::save::{FileStore, MemStore, PersistentId, SaveStore};
-use coreobject::{AnyObj, Heap, Obj, Object, Weak};
+use coreobject::{AnyObj, Data, Heap, Obj, Object, Weak};
 use proptest::prelude::*;
 
 #[derive(Object, Default, Debug)]
@@ -485,4 +485,80 @@ fn redb_log_and_fold_match_the_heap() {
     }
     drop(store);
     let _ = std::fs::remove_file(&path);
+}
+
+#[derive(Object, Data, Default, Debug)]
+#[object(save)]
+struct Pos {
+    x: i64,
+    next: Option<Obj<Pos>>,
+}
+
+/// Every door that changes an object marks it for the next save: the data
+/// door (which skips the collector's barrier), `get_disjoint_mut`, a rename,
+/// and a restore with `spawn_at` (same slot and serial, new contents).
+#[test]
+fn every_write_door_marks_the_object_changed() {
+    let mut heap = Heap::new();
+    let root = heap
+        .spawn(Pos::default())
+        .name("Root")
+        .root()
+        .create()
+        .unwrap();
+    let a = heap
+        .spawn(Pos::default())
+        .outer(root)
+        .name("A")
+        .create()
+        .unwrap();
+    let b = heap
+        .spawn(Pos::default())
+        .outer(root)
+        .name("B")
+        .create()
+        .unwrap();
+    heap[root].next = Some(a);
+    heap[a].next = Some(b);
+    let mut store = MemStore::default();
+    heap.save_store(&mut store).unwrap();
+    let written = |heap: &mut Heap, store: &mut MemStore| heap.save_store(store).unwrap().written;
+    assert_eq!(written(&mut heap, &mut store), 0, "nothing changed");
+    *heap.data_mut(a).unwrap().x = 7;
+    assert_eq!(written(&mut heap, &mut store), 1, "the data door");
+    let [pa, pb] = heap.get_disjoint_mut([a, b]).unwrap();
+    (pa.x, pb.x) = (1, 2);
+    assert_eq!(written(&mut heap, &mut store), 2, "get_disjoint_mut");
+    heap.rename(b).name("Bee").apply().unwrap();
+    assert_eq!(written(&mut heap, &mut store), 1, "a rename");
+    // Undo of a deletion: the same handle, new contents.
+    heap[a].next = None;
+    let (b_id, b_name) = (heap.persistent_id(b).unwrap(), heap.name_of(b).unwrap());
+    heap.collect().unwrap();
+    assert!(!heap.contains(b));
+    heap.spawn_at(b.index(), b.serial(), Pos { x: 9, next: None })
+        .outer(root)
+        .name(b_name)
+        .create()
+        .unwrap();
+    heap[a].next = Some(b);
+    heap.save_store(&mut store).unwrap();
+    let mut copy = Heap::new();
+    copy.load_store(&mut store, None).unwrap();
+    let value = |id| {
+        let h = copy.find_persistent(id).expect("loaded");
+        let p = copy.downcast::<Pos>(h).unwrap();
+        (copy[p].x, copy.path_name(p).unwrap())
+    };
+    assert_eq!(
+        value(heap.persistent_id(a).unwrap()),
+        (1, "Root.A".to_string())
+    );
+    let b_now = heap.persistent_id(b).unwrap();
+    assert_eq!(
+        value(b_now).0,
+        9,
+        "the restored contents (id {b_id:?} then {b_now:?})"
+    );
+    assert_eq!(value(b_now).1, "Root.Bee");
 }
