@@ -41,6 +41,35 @@ impl<T: Object> Spawn<'_, T, &mut Heap> {
     }
 }
 
+impl<'h, T: Object> Spawn<'h, T, &'h mut Heap> {
+    /// Restores the object at a chosen free index with a chosen serial
+    /// instead of a fresh slot: `heap.spawn_mut(v).name(n).outer(o).at(index,
+    /// serial).create()` is [`Heap::spawn_at`] with the options set so far
+    /// (a [`unique_name`](Spawn::unique_name) is taken as the name itself).
+    ///
+    /// ```
+    /// use coreobject::{Heap, Object};
+    /// #[derive(Object, Default)]
+    /// struct Prop;
+    /// let mut heap = Heap::new();
+    /// let p = heap.spawn_mut(Prop).name("Crate").create().unwrap();
+    /// heap.collect().unwrap(); // nothing holds it
+    /// let back = heap.spawn_mut(Prop).name("Crate").at(p.index(), p.serial()).create().unwrap();
+    /// assert_eq!((back, heap.path_name(p).as_deref()), (p, Some("Crate")));
+    /// ```
+    pub fn at(self, index: u32, serial: u32) -> SpawnAt<'h, T> {
+        SpawnAt {
+            heap: self.heap,
+            index,
+            serial,
+            value: self.value,
+            outer: self.outer,
+            name: self.name,
+            root: self.root,
+        }
+    }
+}
+
 impl<T: Object> SpawnAt<'_, T> {
     /// Sets the outer, as [`Spawn::outer`].
     pub fn outer(mut self, outer: impl Into<AnyObj>) -> Self {
