@@ -366,20 +366,25 @@ impl Table {
     #[inline]
     pub(crate) fn reserve(&self) -> Option<u32> {
         let n = self.cursor.fetch_sub(1, Ordering::Relaxed);
-        let gaps = self.gaps.len as i64;
-        let index = if n > gaps {
-            self.free.live_at((n - gaps - 1) as usize)
-        } else if n > 0 {
-            self.gaps.select((gaps - n) as u32)
-        } else {
-            let i = self.high_water as i64 - n;
-            if i >= self.cap as i64 {
-                return None;
-            }
-            i as u32
-        };
+        let index = self.index_at(n)?;
         self.chunks.ensure(index, true);
         Some(index)
+    }
+
+    /// The index a reservation that found the cursor at `n` takes: from the
+    /// free list while `n` is past the gaps, then from the gaps, then fresh
+    /// past the high water. `None` at the cap.
+    #[inline(always)]
+    fn index_at(&self, n: i64) -> Option<u32> {
+        let gaps = self.gaps.len as i64;
+        if n > gaps {
+            Some(self.free.live_at((n - gaps - 1) as usize))
+        } else if n > 0 {
+            Some(self.gaps.select((gaps - n) as u32))
+        } else {
+            let i = self.high_water as i64 - n;
+            (i < self.cap as i64).then_some(i as u32)
+        }
     }
 
     /// [`reserve`](Self::reserve) for a caller that holds the table
@@ -389,18 +394,7 @@ impl Table {
     #[inline]
     pub(crate) fn reserve_mut(&mut self) -> Option<u32> {
         let n = self.cursor.load(Ordering::Relaxed);
-        let gaps = self.gaps.len as i64;
-        let index = if n > gaps {
-            self.free.live_at((n - gaps - 1) as usize)
-        } else if n > 0 {
-            self.gaps.select((gaps - n) as u32)
-        } else {
-            let i = self.high_water as i64 - n;
-            if i >= self.cap as i64 {
-                return None;
-            }
-            i as u32
-        };
+        let index = self.index_at(n)?;
         self.cursor.store(n - 1, Ordering::Relaxed);
         self.chunks.ensure(index, true);
         Some(index)

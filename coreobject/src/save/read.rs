@@ -380,14 +380,7 @@ pub(crate) fn instantiate(
     let wanted = c.wanted_names(&handles, outer_of);
     if let Err((k, e)) = heap.load_names(&wanted) {
         heap.load_unreserve(&slots);
-        let k = (0..n)
-            .filter(|&x| pkg.exports[x].name.is_some())
-            .nth(k)
-            .unwrap_or(0);
-        return Err(LoadError::NameTaken {
-            path: c.export_path(k),
-            reason: e.to_string(),
-        });
+        return Err(name_taken(&pkg, &c, n, k, &e));
     }
 
     // From here on nothing fails.
@@ -520,14 +513,7 @@ pub(crate) fn restore(input: Vec<u8>, config: Option<HeapConfig>) -> Result<Heap
     };
     let wanted = c.wanted_names(&handles, outer_of);
     if let Err((k, e)) = heap.load_names(&wanted) {
-        let k = (0..n)
-            .filter(|&x| pkg.exports[x].name.is_some())
-            .nth(k)
-            .unwrap_or(0);
-        return Err(LoadError::NameTaken {
-            path: c.export_path(k),
-            reason: e.to_string(),
-        });
+        return Err(name_taken(&pkg, &c, n, k, &e));
     }
     for (batch, list) in batches.into_iter().zip(&members) {
         let places: Vec<Place> = list
@@ -572,6 +558,19 @@ pub(crate) fn restore(input: Vec<u8>, config: Option<HeapConfig>) -> Result<Heap
 
 /// The saved heap's tag if no live heap holds it, else a fresh one whose
 /// range holds the saved generations.
+/// The error for a load whose `k`-th named export (of the first `n`) finds
+/// its name taken in the target heap: it names the export's path.
+fn name_taken(pkg: &Package, c: &Checked<'_>, n: usize, k: usize, e: &crate::Error) -> LoadError {
+    let k = (0..n)
+        .filter(|&x| pkg.exports[x].name.is_some())
+        .nth(k)
+        .unwrap_or(0);
+    LoadError::NameTaken {
+        path: c.export_path(k),
+        reason: e.to_string(),
+    }
+}
+
 fn take_tag(tag: u32, floor: u32, limit: u32, bits: u32) -> Result<TagLease, LoadError> {
     if let Some(l) = serial::acquire_tag(tag, floor, limit) {
         return Ok(l);
