@@ -246,7 +246,7 @@ fn tick_runs_minors_on_the_young_threshold_and_majors_on_the_others() {
     let world = old_world(&mut heap, 1_000);
     let base = heap[world].kids.len();
     let mut minors = 0;
-    let frames = if cfg!(miri) { 40 } else { 200 };
+    let frames = if cfg!(miri) { 20 } else { 200 };
     for frame in 0..frames {
         for i in 0..100u64 {
             let n = heap.create(Node {
@@ -274,8 +274,8 @@ fn tick_runs_minors_on_the_young_threshold_and_majors_on_the_others() {
     heap.gc_config_mut().automatic_majors = false;
     heap.gc_config_mut().object_threshold = Some(1);
     let before = heap.gc_totals().major_collections;
-    for _ in 0..if cfg!(miri) { 4 } else { 20 } {
-        for _ in 0..600 {
+    for _ in 0..if cfg!(miri) { 3 } else { 20 } {
+        for _ in 0..if cfg!(miri) { 300 } else { 600 } {
             heap.create(Node::default());
         }
         heap.tick(Duration::from_millis(16));

@@ -213,8 +213,10 @@ fn disabling_the_pool_mid_purge_hides_nothing() {
         })
         .collect();
     heap.close_disregard_for_gc();
-    for _ in 0..500 {
-        heap.create(Node::default()); // garbage, so the purge takes many steps
+    // Garbage, so the purge takes many steps (fewer under miri, where each
+    // step and check is slow).
+    for _ in 0..if cfg!(miri) { 80 } else { 500 } {
+        heap.create(Node::default());
     }
     while heap.gc_phase() != Phase::Purge {
         heap.step(1);
@@ -317,14 +319,14 @@ fn unvalidated_settings_cannot_wedge_the_collector() {
         let mut heap = manual();
         let root = heap.create(Node::default());
         heap.add_to_root(root).unwrap();
-        for _ in 0..if cfg!(miri) { 200 } else { 2_000 } {
+        for _ in 0..if cfg!(miri) { 60 } else { 2_000 } {
             let n = heap.create(Node::default());
             heap[root].kids.push(n);
         }
         // A first cycle sets the pace estimate.
         heap.collect().unwrap();
         *heap.gc_config_mut() = gc.clone();
-        let (frames, per_frame) = if cfg!(miri) { (10, 30) } else { (50, 300) };
+        let (frames, per_frame) = if cfg!(miri) { (6, 20) } else { (50, 300) };
         for frame in 0..frames {
             for _ in 0..per_frame {
                 heap.create(Node::default());
@@ -498,7 +500,7 @@ fn the_default_configuration_collects_a_short_program() {
     };
     let mut heap = heap_with(gc);
     // (Under miri the table holds 4,096 objects.)
-    let (frames, per_frame) = if cfg!(miri) { (12, 300) } else { (300, 1_000) };
+    let (frames, per_frame) = if cfg!(miri) { (8, 200) } else { (300, 1_000) };
     let mut cycles = 0;
     for _ in 0..frames {
         for _ in 0..per_frame {
