@@ -414,20 +414,13 @@ impl Collector {
                     let stats = &mut cycle.stats;
                     let list = (cycle.kind == CycleKind::Minor).then_some(&cycle.list[..]);
                     let mut lead = Lead::new(&marks, list, start, to);
-                    // A minor cycle frees objects made since the last cycle,
-                    // in the order they were made: their items and slots are
-                    // mostly still in cache and in order, and loading them
-                    // ahead cost more than it saved (binary-trees depth 16,
-                    // interleaved in one binary: 5 runs each, CPU time median
-                    // 781 ms with the lead, 744 ms without).
-                    let use_lead = cycle.kind == CycleKind::Major;
                     let free = |i| {
                         let Some(item) = stage.array.item(i) else {
                             return Cost::Skip;
                         };
                         let f = item.flags();
                         let freed = frees(item);
-                        if use_lead {
+                        {
                             let array = &*stage.array;
                             let names = &*stage.names.get_mut();
                             lead.step(freed, |j| {
