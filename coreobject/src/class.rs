@@ -142,6 +142,9 @@ pub struct Class {
     needs_trace: bool,
     interior_mut: bool,
     has_hooks: bool,
+    /// Whether dropping a value of this class runs any code
+    /// (`std::mem::needs_drop`): the purge skips the drop call otherwise.
+    needs_drop: bool,
     can_be_in_cluster: bool,
     save: Option<&'static crate::save::SaveVtable>,
     pub(crate) vt: Vtable,
@@ -197,6 +200,7 @@ impl Class {
             needs_trace: T::NEEDS_TRACE,
             interior_mut: T::INTERIOR_MUT,
             has_hooks: T::HAS_HOOKS,
+            needs_drop: std::mem::needs_drop::<ObjBox<T>>(),
             can_be_in_cluster: T::CAN_BE_IN_CLUSTER,
             save: desc.save,
             vt: Vtable {
@@ -298,6 +302,13 @@ impl Class {
     /// ([`Lifecycle::HAS_HOOKS`]). The sweep does not call them otherwise.
     pub const fn has_hooks(&self) -> bool {
         self.has_hooks
+    }
+
+    /// Whether dropping an object of this class runs any code: `false` for
+    /// values of plain data and handles, which the purge frees without a
+    /// call into the class.
+    pub(crate) const fn needs_drop(&self) -> bool {
+        self.needs_drop
     }
 
     /// Whether the type implements `Default`, so that the heap can make a

@@ -193,6 +193,16 @@ impl Item {
         self.flags.fetch_or(f, Relaxed)
     }
 
+    /// [`set`](Self::set) for the holder of the array's `&mut` (the purge):
+    /// no other thread reads or writes the flags meanwhile, so a plain load
+    /// and store do what `fetch_or` does, without its locked instruction
+    /// (as in [`vacate`](Self::vacate)). Called without that exclusivity it
+    /// could lose a racing writer's flag, never more: both are atomic.
+    #[inline]
+    pub(crate) fn set_exclusive(&self, f: u32) {
+        self.flags.store(self.flags.load(Relaxed) | f, Relaxed);
+    }
+
     /// Clears flags; returns the previous ones.
     #[inline]
     pub(crate) fn clear(&self, f: u32) -> u32 {

@@ -676,8 +676,10 @@ impl ObjectArray {
         // SAFETY: `p` was a live header that the slot no longer points at, so
         // this is its one and only drop.
         let class = unsafe { p.as_ref() }.class();
-        // SAFETY: as above; the vtable is the object's own class's.
-        guard(caught, || unsafe { (class.vt.drop)(p) });
+        if class.needs_drop() {
+            // SAFETY: as above; the vtable is the object's own class's.
+            guard(caught, || unsafe { (class.vt.drop)(p) });
+        }
         // SAFETY: the value is dropped (a panicking `Drop` leaves it half-dropped,
         // but never used again), its header is intact, and nothing points at it.
         unsafe {
@@ -720,6 +722,7 @@ impl ObjectArray {
     }
 
     /// Empties a slot and recycles its index; returns the object it held.
+    #[inline]
     fn unlink(&mut self, index: u32) -> NonNull<Header> {
         let item = self.table.chunks.at(index);
         let s = item.serial();

@@ -299,7 +299,8 @@ impl Collector {
                         {
                             return Cost::Skip;
                         }
-                        item.set(flags::UNREACHABLE);
+                        // The purge holds the heap's `&mut`: no locked instruction.
+                        item.set_exclusive(flags::UNREACHABLE);
                         stats.unreachable += 1;
                         if f & flags::HOOKS != 0 {
                             let this = handle_of(item, i);
