@@ -408,6 +408,9 @@ pub(crate) struct Collector {
     major_survivors: usize,
     bits: Vec<u64>,
     queue: VecDeque<u64>,
+    /// Objects traced in part: handle bits and next piece (see
+    /// `mark::PIECES`). Empty between cycles.
+    partial: Vec<(u64, usize)>,
     /// Objects changed during marking: through `get_mut`, or handed out as
     /// `&T` if their class is interior-mutable (the array's touched list,
     /// moved here at each slice).
@@ -463,6 +466,7 @@ impl Collector {
             major_survivors: 0,
             bits: Vec::new(),
             queue: VecDeque::new(),
+            partial: Vec::new(),
             regrey: Vec::new(),
             greyed: Mutex::new(Vec::new()),
             revived: Mutex::new(Vec::new()),
@@ -527,6 +531,7 @@ impl Collector {
     pub(crate) fn memory_bytes(&self) -> usize {
         self.bits.capacity() * 8
             + self.queue.capacity() * 8
+            + self.partial.capacity() * 16
             + self.regrey.capacity() * 4
             + self.pending.capacity() * std::mem::size_of::<Pending>()
             + self.roots_scratch.capacity() * 4
@@ -672,6 +677,7 @@ impl Collector {
         }
         self.bits.resize((hw as usize).div_ceil(64), 0);
         self.queue.clear();
+        self.partial.clear();
         let mut cycle = Box::new(Cycle {
             step: Step::Pool(0),
             stats: CollectStats {
@@ -830,6 +836,7 @@ impl Collector {
         }
         self.greyed.lock().clear();
         self.queue.clear();
+        self.partial.clear();
         self.marking = false;
         self.in_flight = false;
         // The remembered set and the old marks are no longer whole: the
