@@ -709,6 +709,12 @@ pub struct ProbeCycle {
     pub unpreempted_ms: f64,
     /// Objects the cycle freed.
     pub freed: usize,
+    /// Objects the cycle marked.
+    pub marked: usize,
+    /// The cycle's marking time (its slices' share), ms.
+    pub mark_ms: f64,
+    /// The cycle's sweep and destroy time, ms.
+    pub sweep_ms: f64,
 }
 
 /// The 1.2M probe of issue 24: coreobject alone, a world of `groups`
@@ -813,14 +819,17 @@ pub fn probe(
                 unpreempted = unpreempted.max(dt);
             }
             if let Some(s) = t.completed {
-                break s.freed;
+                break s;
             }
         };
         out.push(ProbeCycle {
             ticks,
             longest_ms: ms(longest),
             unpreempted_ms: ms(unpreempted),
-            freed,
+            freed: freed.freed,
+            marked: freed.marked,
+            mark_ms: ms(freed.mark),
+            sweep_ms: ms(freed.sweep + freed.destroy),
         });
     }
     out

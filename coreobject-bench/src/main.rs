@@ -382,10 +382,18 @@ fn run_world(s: &Settings, quick: bool, a: &WorldArgs) -> Result<WorkloadResult,
 /// Issue 24's probe: 1,000 groups of 1,200 objects (100 with `--quick`),
 /// incremental with a 1 ms budget per tick, 4 handles per object, then
 /// with one rooted object holding a handle to every live object (4 and 16
-/// handles per object). Prints each cycle's longest tick.
+/// handles per object). Prints each cycle's longest tick, its longest tick
+/// the thread was not switched out in, and its marking and sweep times.
+/// The environment variable `PROBE_MS` sets another budget (a large one,
+/// `PROBE_MS=5000`, runs each cycle in one tick: stop-the-world marking).
 fn probe_large(quick: bool) {
     let groups = if quick { 100 } else { 1_000 };
-    let budget = Duration::from_millis(1);
+    let budget = std::env::var("PROBE_MS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .map_or(Duration::from_millis(1), |x| {
+            Duration::from_secs_f64(x / 1e3)
+        });
     println!();
     println!(
         "== incremental probe: {groups} groups of 1,200 objects, budget 1 ms per tick, 3 cycles \
@@ -397,8 +405,8 @@ fn probe_large(quick: bool) {
             .iter()
             .map(|c| {
                 format!(
-                    "{:.2} ms, unpreempted {:.2} ms ({} ticks, {} freed)",
-                    c.longest_ms, c.unpreempted_ms, c.ticks, c.freed
+                    "{:.2} ms, unpreempted {:.2} ms ({} ticks, {} marked in {:.1} ms, {} freed in {:.1} ms)",
+                    c.longest_ms, c.unpreempted_ms, c.ticks, c.marked, c.mark_ms, c.freed, c.sweep_ms
                 )
             })
             .collect();

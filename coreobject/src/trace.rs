@@ -256,9 +256,10 @@ pub trait Trace {
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V);
 
     /// How many pieces [`trace_range`](Self::trace_range) can split
-    /// tracing `self` into: the collector traces an object whose count is
-    /// large (a `Vec` of a million handles) a few hundred pieces at a time,
-    /// across as many incremental slices as it takes, instead of in one go.
+    /// tracing `self` into: the collector traces an object of more than
+    /// 4,096 pieces (a `Vec` of a million handles) 4,096 pieces at a time,
+    /// across as many incremental slices as it takes, instead of in one go
+    /// (an object of fewer is traced whole, as one unit of work).
     ///
     /// The default is one piece (the whole of [`trace`](Self::trace)).
     /// `Vec`, slices, arrays and `VecDeque` count one piece per element

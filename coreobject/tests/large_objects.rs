@@ -5,10 +5,10 @@
 //!   4,096 leaves, each named 256 times; `cfg!(miri)` shrinks it). Every
 //!   slice of `step(n)` and `step_minor(n)` traces at most
 //!   `C * n + SLACK` handles, counted by the handles' own `Trace` (not by
-//!   the collector's unit count), with `C` = 64 and `SLACK` = 16,384 (the
-//!   rings' objects, each traced up to one piece of 256, on top of 32
-//!   handles per unit). Tracing the object whole, as before pieces, traces
-//!   all of it in one slice.
+//!   the collector's unit count), with `C` = 64 and `SLACK` = 81,920 (the
+//!   rings' 16 objects and one more, each traced up to one piece of 4,096,
+//!   on top of 32 handles per unit). Tracing the object whole, as before
+//!   pieces, traces all of it in one slice.
 //! * **Changes mid-trace** — the object is grown, shrunk and has handles
 //!   moved from its untraced tail into its traced head (through `get_mut`)
 //!   between slices: nothing reachable is freed, what was dropped is freed
@@ -49,11 +49,11 @@ struct Big {
 }
 
 const C: usize = 64;
-const SLACK: usize = 16_384;
+const SLACK: usize = 20 * 4_096;
 
 fn sizes() -> (usize, usize) {
     if cfg!(miri) {
-        (64, 4_096)
+        (64, 32_768)
     } else {
         (4_096, 1 << 20)
     }

@@ -58,8 +58,17 @@ const SKIPS_PER_UNIT: usize = 8;
 /// an object traced at once: an object of more is traced this many at a
 /// time, its cursor kept on the marker's stack of partly traced objects,
 /// so one object of a million handles is many units of work, spread over
-/// as many slices as the budget needs.
-pub(crate) const PIECES: usize = 256;
+/// as many slices as the budget needs. Tens of microseconds of tracing:
+/// small against a slice, and large enough that objects of a few thousand
+/// handles are traced whole, in the order they queue their references (a
+/// first version split at 256 pieces, and marking a world of 1,000 objects
+/// of 1,079 handles each took about 1.5x as long, from the changed order:
+/// fastest of 12 stop-the-world cycles, 65 ms against 44 ms).
+pub(crate) const PIECES: usize = 4096;
+
+/// The queue's length below which an object traced in part is continued
+/// before the queue is popped.
+const PARTIAL_BELOW: usize = 16 * PIECES;
 
 /// Pieces per unit of work charged to the budget: tracing a piece (an
 /// element of a `Vec`, a handle field) costs about a visit, a fraction of
@@ -599,6 +608,14 @@ impl<'a> Marker<'a> {
         loop {
             // Stage 2: keep ring A full from the queue.
             while open && !a.is_full() {
+                if self.queue.len() < PARTIAL_BELOW && self.has_partial() {
+                    // The next pieces of an object traced in part go ahead
+                    // of what they queue: its handles are queued in their
+                    // order (a `Vec` of objects allocated together is then
+                    // marked in memory order), a few pieces ahead.
+                    open = !self.continue_partial(budget);
+                    continue;
+                }
                 match self.pop_grey::<C>() {
                     Pop::Empty => break,
                     Pop::Skip => open = !budget.spend(1),

@@ -118,8 +118,18 @@
 //!   The bookkeeping between steps (starting a cycle, ending marking,
 //!   promotion after a minor cycle) is proportional to what the program
 //!   created or changed, except a major cycle's start, which clears the
-//!   mark bitmap (`slots / 8` bytes, one `memset`). What a slice cannot
-//!   split: one object's scan (all of its references at once).
+//!   mark bitmap (`slots / 8` bytes, one `memset`). A large object is
+//!   split: one of more than 4,096 pieces
+//!   ([`Trace::trace_units`](crate::Trace::trace_units), an element of a
+//!   `Vec` or a handle field each) is traced 4,096 pieces at a time, at one
+//!   unit per 32 pieces, its cursor kept across slices (a `Vec` of a million
+//!   handles is about 32,000 units, over as many slices as that takes). What
+//!   a slice cannot split: one piece (an element of a `Vec`, traced whole),
+//!   the first 4,096 pieces of an object, an object whose `Trace` keeps the
+//!   default of one piece (maps, sets, locks, hand-written impls,
+//!   `trace_with` classes), and any object traced by a parallel marking
+//!   worker (workers trace whole; the collecting thread continues objects
+//!   split before).
 //! * **Keeping up.** A timed slice is paced: the objects created since the
 //!   previous slice owe the cycle a share of its estimated time (from the
 //!   last cycle's time per live object), sized so that the cycle ends by the
