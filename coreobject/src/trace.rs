@@ -299,7 +299,7 @@ pub trait Trace {
     ///     fn visit(&mut self, _obj: AnyObj) { self.0 += 1; }
     /// }
     /// # #[derive(coreobject::Object)] struct Rock;
-    /// # let mut heap = coreobject::Heap::new();
+    /// # let heap = coreobject::Heap::new();
     /// let rocks: Vec<AnyObj> = (0..10).map(|_| heap.create(Rock).any()).collect();
     /// let mut c = Count(0);
     /// rocks.trace_range(&mut c, 2, 5);
