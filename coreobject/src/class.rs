@@ -110,7 +110,8 @@ pub struct ClassDesc {
 pub(crate) struct Vtable {
     /// `trace` with the collector's visitor; an object of many pieces
     /// (see [`Trace::trace_units`](crate::Trace::trace_units)) is traced
-    /// in its first [`PIECES`](crate::gc::mark::PIECES) and left to the
+    /// in its first [`PIECES`](crate::gc::mark::PIECES) (when it has more
+    /// than [`SPLIT_ABOVE`](crate::gc::mark::SPLIT_ABOVE)) and left to the
     /// marker to continue (the `u64`: the object's handle bits).
     pub(crate) trace_mark: unsafe fn(NonNull<Header>, &mut Marker<'_>, u64),
     /// Traces pieces `start..end` with the collector's visitor; returns the
@@ -161,7 +162,7 @@ unsafe fn trace_mark<T: Object>(p: NonNull<Header>, m: &mut Marker<'_>, bits: u6
     // SAFETY: `p` heads a live `ObjBox<T>` (the vtable's contract).
     let v = unsafe { ObjBox::<T>::value(p) };
     // A constant for classes of fixed size: the test folds away for them.
-    if v.trace_units() > crate::gc::mark::PIECES && m.splits() {
+    if v.trace_units() > crate::gc::mark::SPLIT_ABOVE && m.splits() {
         v.trace_range(m, 0, crate::gc::mark::PIECES);
         m.defer(bits, crate::gc::mark::PIECES);
     } else {

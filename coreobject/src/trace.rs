@@ -257,7 +257,7 @@ pub trait Trace {
 
     /// How many pieces [`trace_range`](Self::trace_range) can split
     /// tracing `self` into: the collector traces an object of more than
-    /// 4,096 pieces (a `Vec` of a million handles) 4,096 pieces at a time,
+    /// 65,536 pieces (a `Vec` of a million handles) 4,096 pieces at a time,
     /// across as many incremental slices as it takes, instead of in one go
     /// (an object of fewer is traced whole, as one unit of work).
     ///

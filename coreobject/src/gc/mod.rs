@@ -119,13 +119,14 @@
 //!   promotion after a minor cycle) is proportional to what the program
 //!   created or changed, except a major cycle's start, which clears the
 //!   mark bitmap (`slots / 8` bytes, one `memset`). A large object is
-//!   split: one of more than 4,096 pieces
+//!   split: one of more than 65,536 pieces
 //!   ([`Trace::trace_units`](crate::Trace::trace_units), an element of a
 //!   `Vec` or a handle field each) is traced 4,096 pieces at a time, at one
 //!   unit per 32 pieces, its cursor kept across slices (a `Vec` of a million
 //!   handles is about 32,000 units, over as many slices as that takes). What
 //!   a slice cannot split: one piece (an element of a `Vec`, traced whole),
-//!   the first 4,096 pieces of an object, an object whose `Trace` keeps the
+//!   an object of up to 65,536 pieces (one unit, a few hundred
+//!   microseconds at most), the first 4,096 pieces of a larger one, an object whose `Trace` keeps the
 //!   default of one piece (maps, sets, locks, hand-written impls,
 //!   `trace_with` classes), and any object traced by a parallel marking
 //!   worker (workers trace whole; the collecting thread continues objects
