@@ -697,3 +697,140 @@ pub fn targets(
     }
     out
 }
+
+/// One cycle of [`probe`].
+pub struct ProbeCycle {
+    /// Ticks (slices) the cycle took.
+    pub ticks: usize,
+    /// The longest tick, ms.
+    pub longest_ms: f64,
+    /// The longest tick during which the thread was not switched out
+    /// involuntarily, ms.
+    pub unpreempted_ms: f64,
+    /// Objects the cycle freed.
+    pub freed: usize,
+    /// Objects the cycle marked.
+    pub marked: usize,
+    /// The cycle's marking time (its slices' share), ms.
+    pub mark_ms: f64,
+    /// The cycle's sweep and destroy time, ms.
+    pub sweep_ms: f64,
+}
+
+/// The 1.2M probe of issue 24: coreobject alone, a world of `groups`
+/// groups of `per_group` objects, each holding `handles` handles to
+/// objects of its own group (the group's first object rooted), collected
+/// incrementally with a `budget` per tick (`incremental_stretch` 1.0, the
+/// default), for `cycles` whole cycles. With `hub`, one rooted object also
+/// holds a handle to every object (its `Vec` is the large object). A tenth
+/// of each group is unreachable garbage, rebuilt before every cycle.
+/// Returns what each cycle did.
+pub fn probe(
+    groups: usize,
+    per_group: usize,
+    handles: usize,
+    hub: bool,
+    budget: Duration,
+    cycles: usize,
+) -> Vec<ProbeCycle> {
+    use coreobject::{GcConfig, Heap, HeapConfig, Obj, Object};
+
+    #[derive(Object, Default)]
+    struct ProbeNode {
+        refs: Vec<Obj<ProbeNode>>,
+    }
+
+    let gc = GcConfig {
+        incremental: Some(budget),
+        every_frame: true,
+        ..GcConfig::MANUAL
+    };
+    let mut heap = Heap::with_config(HeapConfig {
+        max_objects: u32::try_from(groups * per_group * 2 + 1024).unwrap_or(u32::MAX),
+        gc,
+        ..HeapConfig::DEFAULT
+    })
+    .expect("probe heap");
+    let mut rng = fastrand::Rng::with_seed(0x5eed);
+    let garbage = per_group / 10;
+    let build = |heap: &mut Heap, rng: &mut fastrand::Rng| {
+        let mut all = Vec::with_capacity(groups * per_group);
+        for _ in 0..groups {
+            let live = per_group - garbage;
+            let base = all.len();
+            for _ in 0..per_group {
+                all.push(heap.create(ProbeNode::default()));
+            }
+            for k in 0..per_group {
+                // Live objects name live ones; garbage names anything.
+                let span = if k < live { live } else { per_group };
+                let refs = (0..handles)
+                    .map(|_| all[base + rng.usize(..span)])
+                    .collect();
+                heap[all[base + k]].refs = refs;
+            }
+            heap.add_to_root(all[base]).expect("root");
+            // The group's live objects hang from its first one.
+            let kids: Vec<_> = all[base + 1..base + live].to_vec();
+            heap[all[base]].refs.extend(kids);
+        }
+        all
+    };
+    let all = build(&mut heap, &mut rng);
+    if hub {
+        let h = heap.create(ProbeNode {
+            refs: all
+                .chunks(per_group)
+                .flat_map(|g| g[..per_group - garbage].iter().copied())
+                .collect(),
+        });
+        heap.add_to_root(h).expect("root");
+    }
+    heap.collect().expect("first collection");
+    let mut out = Vec::new();
+    for c in 0..cycles {
+        if c > 0 {
+            // New garbage for this cycle: groups of objects naming each other.
+            let mut g = Vec::with_capacity(groups * garbage);
+            for _ in 0..groups * garbage {
+                g.push(heap.create(ProbeNode::default()));
+            }
+            for k in 0..g.len() {
+                let refs = (0..handles).map(|_| g[rng.usize(..g.len())]).collect();
+                heap[g[k]].refs = refs;
+            }
+        }
+        heap.gc_config_mut().every_frame = true;
+        let mut ticks = 0usize;
+        let mut longest = Duration::ZERO;
+        let mut unpreempted = Duration::ZERO;
+        let freed = loop {
+            let sw0 = involuntary_switches();
+            let t0 = Instant::now();
+            let t = heap.tick(Duration::from_millis(16));
+            let dt = t0.elapsed();
+            let switched = involuntary_switches() != sw0;
+            if t.started.is_some() {
+                heap.gc_config_mut().every_frame = false;
+            }
+            ticks += 1;
+            longest = longest.max(dt);
+            if !switched {
+                unpreempted = unpreempted.max(dt);
+            }
+            if let Some(s) = t.completed {
+                break s;
+            }
+        };
+        out.push(ProbeCycle {
+            ticks,
+            longest_ms: ms(longest),
+            unpreempted_ms: ms(unpreempted),
+            freed: freed.freed,
+            marked: freed.marked,
+            mark_ms: ms(freed.mark),
+            sweep_ms: ms(freed.sweep + freed.destroy),
+        });
+    }
+    out
+}

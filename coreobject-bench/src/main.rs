@@ -379,6 +379,45 @@ fn run_world(s: &Settings, quick: bool, a: &WorldArgs) -> Result<WorkloadResult,
     Ok(w)
 }
 
+/// Issue 24's probe: 1,000 groups of 1,200 objects (100 with `--quick`),
+/// incremental with a 1 ms budget per tick, 4 handles per object, then
+/// with one rooted object holding a handle to every live object (4 and 16
+/// handles per object). Prints each cycle's longest tick, its longest tick
+/// the thread was not switched out in, and its marking and sweep times.
+/// The environment variable `PROBE_MS` sets another budget (a large one,
+/// `PROBE_MS=5000`, runs each cycle in one tick: stop-the-world marking).
+fn probe_large(quick: bool) {
+    let groups = if quick { 100 } else { 1_000 };
+    let budget = std::env::var("PROBE_MS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .map_or(Duration::from_millis(1), |x| {
+            Duration::from_secs_f64(x / 1e3)
+        });
+    println!();
+    println!(
+        "== incremental probe: {groups} groups of 1,200 objects, budget 1 ms per tick, 3 cycles \
+         (a tenth of each group garbage; new garbage before cycles 2 and 3)"
+    );
+    for (handles, hub) in [(4, false), (4, true), (16, true)] {
+        let cycles = incremental::probe(groups, 1_200, handles, hub, budget, 3);
+        let per: Vec<String> = cycles
+            .iter()
+            .map(|c| {
+                format!(
+                    "{:.2} ms, unpreempted {:.2} ms ({} ticks, {} marked in {:.1} ms, {} freed in {:.1} ms)",
+                    c.longest_ms, c.unpreempted_ms, c.ticks, c.marked, c.mark_ms, c.freed, c.sweep_ms
+                )
+            })
+            .collect();
+        println!(
+            "  {handles:>2} handles/object{}: longest tick per cycle: {}",
+            if hub { ", one object holding all" } else { "" },
+            per.join("; ")
+        );
+    }
+}
+
 /// One workload per budget, on the peers of `settings` that collect
 /// incrementally (none: no workload).
 fn run_incremental(
@@ -1167,6 +1206,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The probe runs in this process, after the workers (it prints as it goes).
+    if matches!(cli.workload, Workload::Incremental(_) | Workload::All)
+        && settings.peers.contains(&Peer::CoreObject)
+    {
+        probe_large(quick);
+    }
     let mut printed_incremental = false;
     let mut printed_young = false;
     for w in &results {

@@ -258,6 +258,47 @@ fn trace_fields(fields: &[Field]) -> TokenStream2 {
     quote!(#(#stmts)*)
 }
 
+/// The terms of `trace_units`: each traced field's count of pieces.
+fn units_fields(fields: &[Field]) -> TokenStream2 {
+    let terms = fields.iter().filter(|f| !f.skip).map(|f| {
+        let (ty, access) = (&f.ty, &f.access);
+        quote_spanned! {ty.span()=>
+            + if <#ty as ::coreobject::Trace>::NEEDS_TRACE {
+                <#ty as ::coreobject::Trace>::trace_units(#access)
+            } else {
+                0
+            }
+        }
+    });
+    quote!(0usize #(#terms)*)
+}
+
+/// The statements of `trace_range`: a flat cursor across the traced
+/// fields (`__off` is where the current field's pieces begin), each field
+/// given the part of `__start..__end` that falls in its pieces.
+fn range_fields(fields: &[Field]) -> TokenStream2 {
+    let stmts = fields.iter().filter(|f| !f.skip).map(|f| {
+        let (ty, access, seg) = (&f.ty, &f.access, &f.seg);
+        quote_spanned! {ty.span()=>
+            if <#ty as ::coreobject::Trace>::NEEDS_TRACE && __off < __end {
+                let __n = <#ty as ::coreobject::Trace>::trace_units(#access);
+                if __start < __off + __n {
+                    __v.enter(#seg);
+                    <#ty as ::coreobject::Trace>::trace_range(
+                        #access,
+                        __v,
+                        __start.saturating_sub(__off),
+                        (__end - __off).min(__n),
+                    );
+                    __v.leave();
+                }
+                __off += __n;
+            }
+        }
+    });
+    quote!(#(#stmts)*)
+}
+
 /// The body of `prefetch` for a struct: forward to every traced field.
 fn prefetch_fields(fields: &[Field]) -> TokenStream2 {
     let stmts = fields.iter().filter(|f| !f.skip).map(|f| {
@@ -332,11 +373,22 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
     // Enums keep the default (no-op) `prefetch`: which fields exist depends
     // on the variant, and the match would cost what the hint saves.
     let mut prefetch = quote!();
+    // `trace_units` and `trace_range`: a flat cursor across the fields.
+    let mut units_body = quote!();
+    let mut range_body = quote!();
     let (fields, body) =
         match &input.data {
             Data::Struct(s) => {
                 let fields = collect_fields(&s.fields, false, "")?;
                 let body = trace_fields(&fields);
+                let units = units_fields(&fields);
+                let range = range_fields(&fields);
+                units_body = quote!(#units);
+                range_body = quote! {
+                    let mut __off = 0usize;
+                    #range
+                    let _ = __off;
+                };
                 let inner = prefetch_fields(&fields);
                 prefetch = quote! {
                     #[inline(always)]
@@ -349,6 +401,8 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
             Data::Enum(e) => {
                 let mut all = Vec::new();
                 let mut arms = Vec::new();
+                let mut unit_arms = Vec::new();
+                let mut range_arms = Vec::new();
                 for v in &e.variants {
                     let vid = &v.ident;
                     let vname = vid.to_string();
@@ -365,6 +419,22 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
                         Fields::Unit => quote!(Self::#vid),
                     };
                     let inner = trace_fields(&fields);
+                    let units = units_fields(&fields);
+                    let range = range_fields(&fields);
+                    unit_arms.push(quote! {
+                        #[allow(unused_variables)]
+                        #pat => #units,
+                    });
+                    range_arms.push(quote! {
+                        #[allow(unused_variables)]
+                        #pat => {
+                            __v.enter(::coreobject::PathSeg::Variant(#vname));
+                            let mut __off = 0usize;
+                            #range
+                            let _ = __off;
+                            __v.leave();
+                        }
+                    });
                     arms.push(quote! {
                         #[allow(unused_variables)]
                         #pat => {
@@ -376,8 +446,12 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
                     all.extend(fields);
                 }
                 let body = if arms.is_empty() {
+                    units_body = quote!(match *self {});
+                    range_body = quote!(match *self {});
                     quote!(match *self {})
                 } else {
+                    units_body = quote!(match self { #(#unit_arms)* });
+                    range_body = quote!(match self { #(#range_arms)* });
                     quote!(match self { #(#arms)* })
                 };
                 (all, body)
@@ -400,7 +474,27 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
         (None, None) => fields_interior,
     };
     let mut body = body;
+    // The pieces: a class with `trace_with` is traced whole (the function
+    // may read any field, and is not split), the default of one piece.
+    let mut pieces = quote! {
+        #[inline]
+        #[allow(unused_variables)]
+        fn trace_units(&self) -> usize {
+            #units_body
+        }
+        #[inline]
+        #[allow(unused_variables, unused_mut)]
+        fn trace_range<__V: ::coreobject::Visitor + ?::core::marker::Sized>(
+            &self,
+            __v: &mut __V,
+            __start: usize,
+            __end: usize,
+        ) {
+            #range_body
+        }
+    };
     if let Some(f) = &opts.trace_with {
+        pieces = quote!();
         needs = quote!(true);
         body = quote! {
             #body
@@ -437,6 +531,7 @@ fn expand(input: DeriveInput, is_object: bool) -> Result<TokenStream2> {
                 #body
             }
             #prefetch
+            #pieces
         }
     };
     if !is_object {

@@ -108,7 +108,15 @@ pub struct ClassDesc {
 /// object's [`Header`] and casts it back to `ObjBox<T>` for the `T` the
 /// function was instantiated with.
 pub(crate) struct Vtable {
-    pub(crate) trace_mark: unsafe fn(NonNull<Header>, &mut Marker<'_>),
+    /// `trace` with the collector's visitor; an object of many pieces
+    /// (see [`Trace::trace_units`](crate::Trace::trace_units)) is traced
+    /// in its first [`PIECES`](crate::gc::mark::PIECES) (when it has more
+    /// than [`SPLIT_ABOVE`](crate::gc::mark::SPLIT_ABOVE)) and left to the
+    /// marker to continue (the `u64`: the object's handle bits).
+    pub(crate) trace_mark: unsafe fn(NonNull<Header>, &mut Marker<'_>, u64),
+    /// Traces pieces `start..end` with the collector's visitor; returns the
+    /// object's count of pieces now.
+    pub(crate) trace_range_mark: unsafe fn(NonNull<Header>, &mut Marker<'_>, usize, usize) -> usize,
     /// `trace` with a parallel marking worker's visitor.
     pub(crate) trace_par: unsafe fn(NonNull<Header>, &mut ParMarker<'_>),
     pub(crate) prefetch: unsafe fn(NonNull<Header>),
@@ -153,9 +161,31 @@ pub struct Class {
 // SAFETY: the functions in `Vtable` are only called with a header of an object
 // of class `T`; that invariant is upheld by the heap, which stores the class
 // pointer in the header when the object is created.
-unsafe fn trace_mark<T: Object>(p: NonNull<Header>, m: &mut Marker<'_>) {
+unsafe fn trace_mark<T: Object>(p: NonNull<Header>, m: &mut Marker<'_>, bits: u64) {
     // SAFETY: `p` heads a live `ObjBox<T>` (the vtable's contract).
-    unsafe { ObjBox::<T>::value(p).trace(m) }
+    let v = unsafe { ObjBox::<T>::value(p) };
+    // A constant for classes of fixed size: the test folds away for them.
+    if v.trace_units() > crate::gc::mark::SPLIT_ABOVE && m.splits() {
+        v.trace_range(m, 0, crate::gc::mark::PIECES);
+        m.defer(bits, crate::gc::mark::PIECES);
+    } else {
+        v.trace(m)
+    }
+}
+unsafe fn trace_range_mark<T: Object>(
+    p: NonNull<Header>,
+    m: &mut Marker<'_>,
+    start: usize,
+    end: usize,
+) -> usize {
+    // SAFETY: `p` heads a live `ObjBox<T>` (the vtable's contract).
+    let v = unsafe { ObjBox::<T>::value(p) };
+    let n = v.trace_units();
+    let end = end.min(n);
+    if start < end {
+        v.trace_range(m, start, end);
+    }
+    n
 }
 unsafe fn trace_par<T: Object>(p: NonNull<Header>, m: &mut ParMarker<'_>) {
     // SAFETY: `p` heads a live `ObjBox<T>` (the vtable's contract); `T: Sync`,
@@ -205,6 +235,7 @@ impl Class {
             save: desc.save,
             vt: Vtable {
                 trace_mark: trace_mark::<T>,
+                trace_range_mark: trace_range_mark::<T>,
                 trace_par: trace_par::<T>,
                 prefetch: prefetch::<T>,
                 trace_dyn: trace_dyn::<T>,

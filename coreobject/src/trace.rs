@@ -255,6 +255,65 @@ pub trait Trace {
     /// Report every strong handle in `self` to `v`.
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V);
 
+    /// How many pieces [`trace_range`](Self::trace_range) can split
+    /// tracing `self` into: the collector traces an object of more than
+    /// 65,536 pieces (a `Vec` of a million handles) 4,096 pieces at a time,
+    /// across as many incremental slices as it takes, instead of in one go
+    /// (an object of fewer is traced whole, as one unit of work).
+    ///
+    /// The default is one piece (the whole of [`trace`](Self::trace)).
+    /// `Vec`, slices, arrays and `VecDeque` count one piece per element
+    /// (an element is traced whole); `Option`, `Box`, `Arc` and `&'static`
+    /// forward to what they hold; the derives add up their fields' counts
+    /// (a flat cursor across the fields, a handle field being one piece).
+    /// Maps, sets and locks keep the default. The count is read again
+    /// before each piece, so a value that grows or shrinks between two
+    /// pieces is traced up to its current length (a change between two
+    /// slices goes through [`Heap::get_mut`](crate::Heap::get_mut), whose
+    /// write barrier traces the object again).
+    ///
+    /// ```
+    /// use coreobject::{AnyObj, Trace};
+    /// let v: Vec<Option<AnyObj>> = vec![None; 5];
+    /// assert_eq!(v.trace_units(), 5);
+    /// assert_eq!(Some(v).trace_units(), 5);
+    /// ```
+    #[inline(always)]
+    fn trace_units(&self) -> usize {
+        1
+    }
+
+    /// Report the strong handles of pieces `start..end` (see
+    /// [`trace_units`](Self::trace_units)) to `v`. Pieces at or beyond
+    /// `trace_units()` report nothing. Ranges that cover `0..trace_units()`
+    /// together report exactly what [`trace`](Self::trace) reports: an
+    /// override must keep that promise, or the collector may free an
+    /// object the value references. The default reports everything for a
+    /// range that contains piece 0, nothing otherwise.
+    ///
+    /// ```
+    /// use coreobject::{AnyObj, Trace, Visitor};
+    /// # use std::num::NonZeroU32;
+    /// struct Count(usize);
+    /// impl Visitor for Count {
+    ///     fn visit(&mut self, _obj: AnyObj) { self.0 += 1; }
+    /// }
+    /// # #[derive(coreobject::Object)] struct Rock;
+    /// # let heap = coreobject::Heap::new();
+    /// let rocks: Vec<AnyObj> = (0..10).map(|_| heap.create(Rock).any()).collect();
+    /// let mut c = Count(0);
+    /// rocks.trace_range(&mut c, 2, 5);
+    /// assert_eq!(c.0, 3);
+    /// rocks.trace_range(&mut c, 8, 100); // clamped to the length
+    /// assert_eq!(c.0, 5);
+    /// ```
+    #[inline]
+    fn trace_range<V: Visitor + ?Sized>(&self, v: &mut V, start: usize, end: usize) {
+        if start == 0 && end > 0 {
+            self.trace(v)
+        }
+    }
+
     /// Asks the CPU to start loading memory that [`trace`](Self::trace) will
     /// read behind a pointer (a `Vec`'s buffer, a `Box`'s target), so that
     /// the marker overlaps those cache misses with other work. Only a hint:
@@ -360,6 +419,14 @@ impl<T: Trace + ?Sized> Trace for &'static T {
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
         (**self).trace(v)
     }
+    #[inline]
+    fn trace_units(&self) -> usize {
+        (**self).trace_units()
+    }
+    #[inline]
+    fn trace_range<V: Visitor + ?Sized>(&self, v: &mut V, start: usize, end: usize) {
+        (**self).trace_range(v, start, end)
+    }
 }
 
 impl<T: Trace + ?Sized> Trace for Box<T> {
@@ -369,6 +436,14 @@ impl<T: Trace + ?Sized> Trace for Box<T> {
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
         (**self).trace(v)
+    }
+    #[inline]
+    fn trace_units(&self) -> usize {
+        (**self).trace_units()
+    }
+    #[inline]
+    fn trace_range<V: Visitor + ?Sized>(&self, v: &mut V, start: usize, end: usize) {
+        (**self).trace_range(v, start, end)
     }
     #[inline(always)]
     fn prefetch(&self) {
@@ -393,6 +468,16 @@ impl<T: Trace> Trace for Option<T> {
             x.trace(v)
         }
     }
+    #[inline]
+    fn trace_units(&self) -> usize {
+        self.as_ref().map_or(0, T::trace_units)
+    }
+    #[inline]
+    fn trace_range<V: Visitor + ?Sized>(&self, v: &mut V, start: usize, end: usize) {
+        if let Some(x) = self {
+            x.trace_range(v, start, end)
+        }
+    }
     #[inline(always)]
     fn prefetch(&self) {
         if let Some(x) = self {
@@ -415,6 +500,40 @@ fn trace_seq<'a, T: Trace + 'a, V: Visitor + ?Sized>(
     }
 }
 
+/// Traces elements `start..end` of a slice (clamped to its length), each
+/// element whole, named `base + i`: the pieces of `Vec`, slices, arrays.
+#[inline]
+fn trace_slice_range<T: Trace, V: Visitor + ?Sized>(
+    items: &[T],
+    v: &mut V,
+    start: usize,
+    end: usize,
+    base: usize,
+) {
+    if !T::NEEDS_TRACE {
+        return;
+    }
+    let end = end.min(items.len());
+    if start >= end {
+        return;
+    }
+    for (k, x) in items[start..end].iter().enumerate() {
+        v.enter(PathSeg::Index(base + start + k));
+        x.trace(v);
+        v.leave();
+    }
+}
+
+/// One piece per element when elements can hold handles, else none.
+#[inline(always)]
+fn seq_units<T: Trace>(len: usize) -> usize {
+    if T::NEEDS_TRACE {
+        len
+    } else {
+        0
+    }
+}
+
 macro_rules! seq {
     ($($name:ident<$t:ident $(, $s:ident)?>),* $(,)?) => {$(
         impl<$t: Trace $(, $s)?> Trace for $name<$t $(, $s)?> {
@@ -429,7 +548,28 @@ macro_rules! seq {
     )*};
 }
 
-seq!(VecDeque<T>, BTreeSet<T>, HashSet<T, S>);
+seq!(BTreeSet<T>, HashSet<T, S>);
+
+impl<T: Trace> Trace for VecDeque<T> {
+    const NEEDS_TRACE: bool = T::NEEDS_TRACE;
+    const INTERIOR_MUT: bool = T::INTERIOR_MUT;
+    const KIND: RefKind = RefKind::container(T::KIND);
+    #[inline]
+    fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
+        trace_seq(self.iter(), v)
+    }
+    #[inline]
+    fn trace_units(&self) -> usize {
+        seq_units::<T>(self.len())
+    }
+    fn trace_range<V: Visitor + ?Sized>(&self, v: &mut V, start: usize, end: usize) {
+        // The second slice's positions continue the first's.
+        let (a, b) = self.as_slices();
+        trace_slice_range(a, v, start, end, 0);
+        let (s, e) = (start.saturating_sub(a.len()), end.saturating_sub(a.len()));
+        trace_slice_range(b, v, s, e, a.len());
+    }
+}
 
 impl<T: Trace> Trace for Vec<T> {
     const NEEDS_TRACE: bool = T::NEEDS_TRACE;
@@ -438,6 +578,14 @@ impl<T: Trace> Trace for Vec<T> {
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
         trace_seq(self.iter(), v)
+    }
+    #[inline]
+    fn trace_units(&self) -> usize {
+        seq_units::<T>(self.len())
+    }
+    #[inline]
+    fn trace_range<V: Visitor + ?Sized>(&self, v: &mut V, start: usize, end: usize) {
+        trace_slice_range(self, v, start, end, 0)
     }
     #[inline(always)]
     fn prefetch(&self) {
@@ -455,6 +603,14 @@ impl<T: Trace> Trace for [T] {
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
         trace_seq(self.iter(), v)
     }
+    #[inline]
+    fn trace_units(&self) -> usize {
+        seq_units::<T>(self.len())
+    }
+    #[inline]
+    fn trace_range<V: Visitor + ?Sized>(&self, v: &mut V, start: usize, end: usize) {
+        trace_slice_range(self, v, start, end, 0)
+    }
 }
 
 impl<T: Trace, const N: usize> Trace for [T; N] {
@@ -464,6 +620,14 @@ impl<T: Trace, const N: usize> Trace for [T; N] {
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
         trace_seq(self.iter(), v)
+    }
+    #[inline]
+    fn trace_units(&self) -> usize {
+        seq_units::<T>(self.len())
+    }
+    #[inline]
+    fn trace_range<V: Visitor + ?Sized>(&self, v: &mut V, start: usize, end: usize) {
+        trace_slice_range(self, v, start, end, 0)
     }
 }
 
@@ -566,6 +730,14 @@ impl<T: Trace + ?Sized> Trace for std::sync::Arc<T> {
     #[inline]
     fn trace<V: Visitor + ?Sized>(&self, v: &mut V) {
         (**self).trace(v)
+    }
+    #[inline]
+    fn trace_units(&self) -> usize {
+        (**self).trace_units()
+    }
+    #[inline]
+    fn trace_range<V: Visitor + ?Sized>(&self, v: &mut V, start: usize, end: usize) {
+        (**self).trace_range(v, start, end)
     }
     #[inline(always)]
     fn prefetch(&self) {

@@ -38,7 +38,8 @@ impl Collector {
         let inners = cycle.outer_keeps_inners.then_some(&*stage.inners);
         let clusters = &*stage.clusters;
         let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw, inners)
-            .with_clusters(clusters);
+            .with_clusters(clusters)
+            .with_partial(&mut self.partial);
         let drain = |marker: &mut Marker<'_>, budget: &mut Budget| match pool {
             Some(pool) => marker.drain_parallel(pool, budget),
             None => marker.drain(budget),

@@ -118,8 +118,19 @@
 //!   The bookkeeping between steps (starting a cycle, ending marking,
 //!   promotion after a minor cycle) is proportional to what the program
 //!   created or changed, except a major cycle's start, which clears the
-//!   mark bitmap (`slots / 8` bytes, one `memset`). What a slice cannot
-//!   split: one object's scan (all of its references at once).
+//!   mark bitmap (`slots / 8` bytes, one `memset`). A large object is
+//!   split: one of more than 65,536 pieces
+//!   ([`Trace::trace_units`](crate::Trace::trace_units), an element of a
+//!   `Vec` or a handle field each) is traced 4,096 pieces at a time, at one
+//!   unit per 32 pieces, its cursor kept across slices (a `Vec` of a million
+//!   handles is about 32,000 units, over as many slices as that takes). What
+//!   a slice cannot split: one piece (an element of a `Vec`, traced whole),
+//!   an object of up to 65,536 pieces (one unit, a few hundred
+//!   microseconds at most), the first 4,096 pieces of a larger one, an object whose `Trace` keeps the
+//!   default of one piece (maps, sets, locks, hand-written impls,
+//!   `trace_with` classes), and any object traced by a parallel marking
+//!   worker (workers trace whole; the collecting thread continues objects
+//!   split before).
 //! * **Keeping up.** A timed slice is paced: the objects created since the
 //!   previous slice owe the cycle a share of its estimated time (from the
 //!   last cycle's time per live object), sized so that the cycle ends by the
@@ -408,6 +419,9 @@ pub(crate) struct Collector {
     major_survivors: usize,
     bits: Vec<u64>,
     queue: VecDeque<u64>,
+    /// Objects traced in part: handle bits and next piece (see
+    /// `mark::PIECES`). Empty between cycles.
+    partial: Vec<(u64, usize)>,
     /// Objects changed during marking: through `get_mut`, or handed out as
     /// `&T` if their class is interior-mutable (the array's touched list,
     /// moved here at each slice).
@@ -463,6 +477,7 @@ impl Collector {
             major_survivors: 0,
             bits: Vec::new(),
             queue: VecDeque::new(),
+            partial: Vec::new(),
             regrey: Vec::new(),
             greyed: Mutex::new(Vec::new()),
             revived: Mutex::new(Vec::new()),
@@ -527,6 +542,7 @@ impl Collector {
     pub(crate) fn memory_bytes(&self) -> usize {
         self.bits.capacity() * 8
             + self.queue.capacity() * 8
+            + self.partial.capacity() * 16
             + self.regrey.capacity() * 4
             + self.pending.capacity() * std::mem::size_of::<Pending>()
             + self.roots_scratch.capacity() * 4
@@ -672,6 +688,7 @@ impl Collector {
         }
         self.bits.resize((hw as usize).div_ceil(64), 0);
         self.queue.clear();
+        self.partial.clear();
         let mut cycle = Box::new(Cycle {
             step: Step::Pool(0),
             stats: CollectStats {
@@ -830,6 +847,7 @@ impl Collector {
         }
         self.greyed.lock().clear();
         self.queue.clear();
+        self.partial.clear();
         self.marking = false;
         self.in_flight = false;
         // The remembered set and the old marks are no longer whole: the
