@@ -245,6 +245,7 @@
 //! | `UPROPERTY(Transient)` | `#[object(transient)]` |
 //! | `SaveGame` flag | `#[object(save)]` on the class |
 
+pub(crate) mod capture;
 mod error;
 pub(crate) mod handles;
 pub(crate) mod ids;
@@ -264,6 +265,7 @@ use crate::array::ObjectRef;
 use crate::class::Object;
 use crate::handle::AnyObj;
 
+pub use capture::{Capture, CaptureBudget, PURGE_WAIT};
 pub use error::{FieldError, LoadError, SaveError};
 pub use ids::PersistentId;
 pub use package::Format;

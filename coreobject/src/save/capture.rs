@@ -1,0 +1,375 @@
+//! The game thread's half of a save into a store, in budgeted steps.
+//!
+//! A capture looks only at the slots something happened to since the last
+//! capture began (the heap's dirty set, `save/ids.rs`), plus the slots new
+//! since then; the first capture into a store (or after
+//! [`Heap::forget_store`]) looks at every slot. For each slot it looks at,
+//! it compares what a save would hold now with what the store will hold
+//! once the capture commits, and encodes the object, drops its record, or
+//! does nothing.
+//!
+//! # What snapshot a capture is
+//!
+//! The change set a capture returns is the heap as of the frame its final
+//! step ran in. Steps before the final one encode objects as they are then;
+//! every door that changes an object afterwards (a write through `get_mut`,
+//! a data view, a rename, a creation, a root or garbage mark, the sweep, the
+//! purge) marks its slot again, and the final step looks at every slot so
+//! marked since the capture began, encoding again the objects written after
+//! their capture (the *re-capture rule*) and dropping those freed. The final
+//! step's cost is therefore bounded by what the mutator touched during the
+//! capture, not by the budget: a mutator writing every frame cannot keep a
+//! capture from ending. Objects of interior-mutable classes (which change
+//! behind `&self`, unseen) are encoded in the final step, every save.
+//!
+//! A GC purge in flight hides the objects it will free without marking them
+//! until its sweep reaches them; a final step that finds one in flight
+//! waits (returns `None`) for up to [`PURGE_WAIT`] steps, then looks at
+//! every slot instead.
+
+use std::time::{Duration, Instant};
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::error::SaveError;
+use super::handles::{self, ExportMap, SaveCx};
+use super::ids::{PersistentId, Tracker};
+use super::package::Format;
+use super::registry::register_class;
+use super::store::{
+    class_entry, outers_alive, ChangeSet, ObjectRecord, StoreError, StoreMeta, StoreSaved,
+    RECORD_POOL,
+};
+use super::FieldWriter;
+use crate::array::{flags, ObjectRef};
+use crate::heap::Heap;
+use crate::names::Names;
+
+/// How many steps a final step waits for a GC purge in flight to finish
+/// before it looks at every slot.
+pub const PURGE_WAIT: u32 = 32;
+
+/// How much of a capture one [`Heap::capture_step`] does (at least one slot,
+/// except in the final step, which does what it must).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureBudget {
+    /// Stop once this much time has passed (the clock is read every 32
+    /// slots).
+    Time(Duration),
+    /// Stop after looking at this many slots.
+    Slots(usize),
+    /// Do it all in one step.
+    Unbounded,
+}
+
+/// A capture in flight: begun by [`Heap::capture_begin`], advanced by
+/// [`Heap::capture_step`] until that returns the change set. It owns what
+/// it encoded so far (nothing borrowed from the heap). Beginning another
+/// capture, saving, loading or forgetting the store supersedes it: its next
+/// step fails with [`StoreError::StaleCapture`].
+#[derive(Debug)]
+pub struct Capture {
+    pub(crate) tag: u32,
+    pub(crate) epoch: u64,
+    pub(crate) meta: StoreMeta,
+    /// Slots to look at: `extra` first (inners of objects whose saved state
+    /// flipped), then `queue` from `next`, then `range`.
+    pub(crate) extra: Vec<u32>,
+    pub(crate) queue: Vec<u32>,
+    pub(crate) next: usize,
+    pub(crate) range: std::ops::Range<u32>,
+    /// The high water when the capture began.
+    pub(crate) high_water: u32,
+    /// Whether the final step has begun.
+    pub(crate) last: bool,
+    pub(crate) waited: u32,
+    pub(crate) put: FxHashMap<u64, ObjectRecord>,
+    pub(crate) delete: FxHashSet<u64>,
+    pub(crate) class_ids: FxHashMap<usize, u32>,
+    pub(crate) steps: usize,
+    pub(crate) looked: usize,
+}
+
+impl Capture {
+    /// Steps taken so far.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+    /// Slots looked at so far.
+    pub fn slots_looked_at(&self) -> usize {
+        self.looked
+    }
+    /// Records encoded so far (an object encoded again counts once).
+    pub fn encoded(&self) -> usize {
+        self.put.len()
+    }
+
+    pub(crate) fn new(tag: u32, epoch: u64, meta: StoreMeta, high_water: u32) -> Capture {
+        Capture {
+            tag,
+            epoch,
+            meta,
+            extra: Vec::new(),
+            queue: Vec::new(),
+            next: 0,
+            range: 0..0,
+            high_water,
+            last: false,
+            waited: 0,
+            put: FxHashMap::default(),
+            delete: FxHashSet::default(),
+            class_ids: FxHashMap::default(),
+            steps: 0,
+            looked: 0,
+        }
+    }
+
+    fn pop(&mut self) -> Option<u32> {
+        if let Some(i) = self.extra.pop() {
+            return Some(i);
+        }
+        if let Some(&i) = self.queue.get(self.next) {
+            self.next += 1;
+            return Some(i);
+        }
+        self.range.next()
+    }
+
+    /// Whether nothing is left to look at.
+    pub(crate) fn drained(&self) -> bool {
+        self.extra.is_empty() && self.next >= self.queue.len() && self.range.is_empty()
+    }
+}
+
+/// The id of `(index, serial)`, given one now if it has none (the record
+/// of the slot's former object, if any, dropped first).
+fn id_for(tr: &mut Tracker, cap: &mut Capture, index: u32, serial: u32) -> Result<u64, StoreError> {
+    if let Some(id) = tr.id_of(index, serial) {
+        return Ok(id);
+    }
+    drop_record(tr, cap, index);
+    let meta = &mut cap.meta;
+    let id = PersistentId::new(meta.origin, meta.next_serial)
+        .ok_or_else(|| StoreError::Backend("persistent ids used up".into()))?;
+    meta.next_serial += 1;
+    tr.assign(index, serial, id.bits(), false);
+    Ok(id.bits())
+}
+
+/// Drops the record of the object slot `i`'s entry names (gone, or no
+/// longer saved): no longer written, deleted if the store holds it.
+fn drop_record(tr: &mut Tracker, cap: &mut Capture, i: u32) {
+    let Some(e) = tr.entries.get(i as usize).copied() else {
+        return;
+    };
+    if e.id == 0 {
+        return;
+    }
+    cap.put.remove(&e.id);
+    if e.stored {
+        cap.delete.insert(e.id);
+    }
+    tr.roots.remove(&e.id);
+    tr.interior.remove(&i);
+}
+
+/// Looks at slots until the budget is spent or none is left; returns how
+/// many it looked at.
+pub(crate) fn work(
+    heap: &Heap,
+    tr: &mut Tracker,
+    cap: &mut Capture,
+    budget: CaptureBudget,
+) -> Result<usize, StoreError> {
+    if handles::busy() {
+        return Err(SaveError::Nested.into());
+    }
+    let cx = SaveCx {
+        exports: ExportMap::Sparse(FxHashMap::default()),
+        chunks: heap.save_chunks(),
+        weak_none: false,
+        imports: FxHashMap::default(),
+        import_list: Vec::new(),
+        current: 0,
+    };
+    let names = heap.save_names();
+    let start = Instant::now();
+    let mut done = 0usize;
+    let (res, _) = handles::saving(cx, || -> Result<(), StoreError> {
+        loop {
+            let stop = match budget {
+                CaptureBudget::Unbounded => false,
+                CaptureBudget::Slots(n) => done >= n.max(1),
+                CaptureBudget::Time(t) => done > 0 && done % 32 == 0 && start.elapsed() >= t,
+            };
+            if stop {
+                break;
+            }
+            let Some(i) = cap.pop() else { break };
+            visit(heap, &names, tr, cap, i)?;
+            done += 1;
+        }
+        Ok(())
+    })
+    .ok_or(SaveError::Nested)?;
+    drop(names);
+    res?;
+    cap.looked += done;
+    Ok(done)
+}
+
+/// Brings the capture's view of slot `i` up to date.
+fn visit(
+    heap: &Heap,
+    names: &Names,
+    tr: &mut Tracker,
+    cap: &mut Capture,
+    i: u32,
+) -> Result<(), StoreError> {
+    let e = tr.entries.get(i as usize).copied().unwrap_or_default();
+    let now = heap
+        .store_slot(i)
+        .filter(|(o, _)| o.flags() & flags::DEFAULT_OBJECT == 0);
+    let keep = now
+        .as_ref()
+        .is_some_and(|(o, hidden)| !hidden && outers_alive(heap, o));
+    let same = e.id != 0
+        && now
+            .as_ref()
+            .is_some_and(|(o, _)| o.id().serial() == e.serial);
+    // Whether the store holds (or will, once this capture commits) the
+    // object now in the slot.
+    let was = same && (cap.put.contains_key(&e.id) || (e.stored && !cap.delete.contains(&e.id)));
+    if !(same && keep) {
+        // The slot's recorded object is gone, or no longer saved.
+        drop_record(tr, cap, i);
+    }
+    let Some((o, _)) = now else { return Ok(()) };
+    // An object whose saved state flipped takes its inners with it; so
+    // may one not saved (found unreachable, its inners count as having no
+    // outer).
+    if (keep != was || !keep) && o.flags() & flags::OUTER != 0 {
+        heap.store_inners(o.id(), &mut cap.extra);
+    }
+    if !keep {
+        return Ok(());
+    }
+    let (index, serial) = (o.id().index(), o.id().serial());
+    let f = o.flags();
+    let id = id_for(tr, cap, index, serial)?;
+    if !was || f & (flags::CHANGED | flags::INTERIOR) != 0 {
+        let rec = encode(heap, names, tr, cap, &o)?;
+        cap.delete.remove(&id);
+        cap.put.insert(id, rec);
+        heap.store_unchange(index);
+    }
+    if o.is_rooted() {
+        tr.roots.insert(id);
+    } else {
+        tr.roots.remove(&id);
+    }
+    if f & flags::INTERIOR != 0 {
+        tr.interior.insert(index);
+    }
+    Ok(())
+}
+
+/// One object's record.
+fn encode(
+    heap: &Heap,
+    names: &Names,
+    tr: &mut Tracker,
+    cap: &mut Capture,
+    o: &ObjectRef<'_>,
+) -> Result<ObjectRecord, StoreError> {
+    let class = o.class();
+    let vt = class.save_vtable().ok_or(SaveError::NotSaveable {
+        class: class.name(),
+        object: o.id(),
+    })?;
+    let key = class as *const crate::class::Class as usize;
+    let class_id = match cap.class_ids.get(&key) {
+        Some(&c) => c,
+        None => {
+            register_class(class)?;
+            let c = class_entry(&mut cap.meta, class, vt);
+            cap.class_ids.insert(key, c);
+            c
+        }
+    };
+    let mut payload = Vec::new();
+    handles::with_save(|cx| {
+        cx.imports.clear();
+        cx.import_list.clear();
+    });
+    let mut w = FieldWriter {
+        out: &mut payload,
+        format: Format::Binary,
+        class: class.name(),
+        fields: vt.fields,
+        next: 0,
+    };
+    (vt.save)(o, &mut w)?;
+    let list = handles::with_save(|cx| std::mem::take(&mut cx.import_list)).unwrap_or_default();
+    let mut refs = Vec::with_capacity(list.len());
+    for &(h, _) in &list {
+        // An object not saved yet gets its id now: if it is saved later
+        // (in this capture or another), this record finds it.
+        refs.push(id_for(tr, cap, h.index(), h.serial())?);
+    }
+    handles::with_save(|cx| cx.import_list = list);
+    // The outer is saved too (`outers_alive` held): its id now, if new.
+    let outer = match heap.outer_of(o.id()) {
+        Some(h) => id_for(tr, cap, h.index(), h.serial())?,
+        None => 0,
+    };
+    let name = names
+        .name_parts(o.id().index())
+        .map(|(_, text, number)| (text.to_owned(), number));
+    Ok(ObjectRecord {
+        class: class_id,
+        outer,
+        name,
+        flags: if o.is_disregard() { RECORD_POOL } else { 0 },
+        refs,
+        payload,
+    })
+}
+
+/// Ends a drained capture: the change set, and the tracker as the store
+/// will be once it commits.
+pub(crate) fn finish(tr: &mut Tracker, cap: &mut Capture) -> (ChangeSet, StoreSaved) {
+    let mut meta = cap.meta.clone();
+    let mut put: Vec<(u64, ObjectRecord)> = cap.put.drain().collect();
+    put.sort_unstable_by_key(|(k, _)| *k);
+    let mut delete: Vec<u64> = cap.delete.drain().collect();
+    delete.sort_unstable();
+    let mut created = 0;
+    for (id, _) in &put {
+        if let Some(&slot) = tr.by_id.get(id) {
+            if !tr.entries[slot as usize].stored {
+                created += 1;
+            }
+            tr.set_stored(slot, true);
+        }
+    }
+    for id in &delete {
+        if let Some(&slot) = tr.by_id.get(id) {
+            if tr.entries[slot as usize].id == *id {
+                tr.set_stored(slot, false);
+            }
+        }
+    }
+    let mut roots: Vec<u64> = tr.roots.iter().copied().collect();
+    roots.sort_unstable();
+    meta.roots = roots;
+    meta.saves += 1;
+    tr.next = meta.next_serial;
+    let saved = StoreSaved {
+        written: put.len(),
+        created,
+        deleted: delete.len(),
+        objects: tr.count,
+    };
+    (ChangeSet { meta, put, delete }, saved)
+}
