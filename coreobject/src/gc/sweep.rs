@@ -303,7 +303,7 @@ impl Collector {
                         item.set(flags::UNREACHABLE);
                         stats.unreachable += 1;
                         // The store hook: a capture drops its record.
-                        dirty.mark(i);
+                        dirty.mark_subtree(i);
                         if f & flags::HOOKS != 0 {
                             let this = handle_of(item, i);
                             let p = item.object().expect("checked above");
@@ -624,9 +624,9 @@ fn free_one(
     if let Some((outer, is_outer)) = links {
         if is_outer {
             // The store hook: an inner outliving its outer is saved with
-            // no outer now.
+            // no outer now (and so may be the objects inside it).
             for h in stage.inners.of(this.to_bits()) {
-                stage.store_dirty.mark(h.index());
+                stage.store_dirty.mark_subtree(h.index());
             }
             stage.inners.forget_outer(this);
         }

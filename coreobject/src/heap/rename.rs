@@ -139,6 +139,8 @@ impl Rename<'_> {
                 heap.inners.get_mut().remove(old, obj);
             }
             heap.note_inner(new, obj);
+            // Whether its inners are saved may change with it.
+            heap.store_dirty.mark_subtree(obj.index());
             // The outer is a traced reference: the object changed.
             let item = heap.array.at(obj.index());
             super::access::note_write(

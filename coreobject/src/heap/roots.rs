@@ -148,7 +148,7 @@ impl Heap {
             // Unreal's rule: a member marked as garbage dissolves its cluster.
             self.dissolve_cluster_of(h);
         }
-        self.store_dirty.mark(h.index());
+        self.store_dirty.mark_subtree(h.index());
         Ok(())
     }
 
@@ -160,7 +160,7 @@ impl Heap {
         if self.array.at(h.index()).clear(flags::GARBAGE) & flags::GARBAGE != 0 {
             self.gc.note_revived(h);
         }
-        self.store_dirty.mark(h.index());
+        self.store_dirty.mark_subtree(h.index());
         Ok(())
     }
 }

@@ -160,7 +160,7 @@ impl Heap {
         tr.epoch += 1;
         let mut cap = Capture::new(self.array.tag(), tr.epoch, meta, hw);
         let mut list = Vec::new();
-        self.store_dirty.take(hw, &mut list);
+        self.store_dirty.take(hw, &mut list, &mut cap.subtree);
         if tr.tracking {
             cap.queue = list;
             cap.range = tr.high_water.min(hw)..hw;
@@ -211,11 +211,13 @@ impl Heap {
         }
         let hw = self.array.high_water();
         let mut list = Vec::new();
-        self.store_dirty.take(hw, &mut list);
+        self.store_dirty.take(hw, &mut list, &mut cap.subtree);
+        cap.subtree.sort_unstable();
         list.extend(cap.high_water..hw);
         list.extend(self.store.interior.iter().copied());
         list.sort_unstable();
         list.dedup();
+
         cap.queue = list;
         cap.next = 0;
         let mut tr = std::mem::take(&mut self.store);
@@ -261,6 +263,19 @@ impl Heap {
         let o = self.array.slot(&self.names, index)?;
         let hidden = self.array.hides(index, o.flags());
         Some((o, hidden))
+    }
+
+    /// Starts loading slot `index`'s table item (or, with `object`, the
+    /// object it points at): a hint for a capture's next slots.
+    #[inline]
+    pub(crate) fn store_prefetch(&self, index: u32, object: bool) {
+        // Only the index matters to a prefetch.
+        let h = AnyObj::new(index, std::num::NonZeroU32::MIN);
+        if object {
+            self.array.prefetch_object(h);
+        } else {
+            self.array.prefetch_item(h);
+        }
     }
 
     /// Appends the slots of `outer`'s inners (from the outer index, which

@@ -45,6 +45,10 @@ use crate::array::{flags, ObjectRef};
 use crate::heap::Heap;
 use crate::names::Names;
 
+/// How far ahead of the slot it looks at a capture asks for the table
+/// items (and, half as far, the objects) of the slots to come.
+const AHEAD: usize = 8;
+
 /// How many steps a final step waits for a GC purge in flight to finish
 /// before it looks at every slot.
 pub const PURGE_WAIT: u32 = 32;
@@ -77,13 +81,16 @@ pub struct Capture {
     pub(crate) extra: Vec<u32>,
     pub(crate) queue: Vec<u32>,
     pub(crate) next: usize,
+    /// Slots marked with their inners (ascending, as taken from the dirty
+    /// set; looked up by binary search).
+    pub(crate) subtree: Vec<u32>,
     pub(crate) range: std::ops::Range<u32>,
     /// The high water when the capture began.
     pub(crate) high_water: u32,
     /// Whether the final step has begun.
     pub(crate) last: bool,
     pub(crate) waited: u32,
-    pub(crate) put: FxHashMap<u64, ObjectRecord>,
+    pub(crate) put: Records,
     pub(crate) delete: FxHashSet<u64>,
     pub(crate) class_ids: FxHashMap<usize, u32>,
     pub(crate) steps: usize,
@@ -112,11 +119,12 @@ impl Capture {
             extra: Vec::new(),
             queue: Vec::new(),
             next: 0,
+            subtree: Vec::new(),
             range: 0..0,
             high_water,
             last: false,
             waited: 0,
-            put: FxHashMap::default(),
+            put: Records::default(),
             delete: FxHashSet::default(),
             class_ids: FxHashMap::default(),
             steps: 0,
@@ -124,20 +132,59 @@ impl Capture {
         }
     }
 
-    fn pop(&mut self) -> Option<u32> {
+    /// The next slot, and whether it is part of a subtree walk.
+    fn pop(&mut self) -> Option<(u32, bool)> {
         if let Some(i) = self.extra.pop() {
-            return Some(i);
+            return Some((i, true));
         }
         if let Some(&i) = self.queue.get(self.next) {
             self.next += 1;
-            return Some(i);
+            return Some((i, false));
         }
-        self.range.next()
+        self.range.next().map(|i| (i, false))
     }
 
     /// Whether nothing is left to look at.
     pub(crate) fn drained(&self) -> bool {
         self.extra.is_empty() && self.next >= self.queue.len() && self.range.is_empty()
+    }
+}
+
+/// The records encoded so far: a list, and each id's position in it (so
+/// that growing the index moves 16-byte entries, not records).
+#[derive(Debug, Default)]
+pub(crate) struct Records {
+    list: Vec<(u64, ObjectRecord)>,
+    at: FxHashMap<u64, u32>,
+}
+
+impl Records {
+    fn len(&self) -> usize {
+        self.list.len()
+    }
+    fn reserve(&mut self, n: usize) {
+        self.list.reserve(n);
+        self.at.reserve(n);
+    }
+    fn contains(&self, id: u64) -> bool {
+        self.at.contains_key(&id)
+    }
+    fn insert(&mut self, id: u64, rec: ObjectRecord) {
+        match self.at.get(&id) {
+            Some(&k) => self.list[k as usize].1 = rec,
+            None => {
+                self.at.insert(id, self.list.len() as u32);
+                self.list.push((id, rec));
+            }
+        }
+    }
+    fn remove(&mut self, id: u64) {
+        if let Some(k) = self.at.remove(&id) {
+            self.list.swap_remove(k as usize);
+            if let Some(&(moved, _)) = self.list.get(k as usize) {
+                self.at.insert(moved, k);
+            }
+        }
     }
 }
 
@@ -165,7 +212,7 @@ fn drop_record(tr: &mut Tracker, cap: &mut Capture, i: u32) {
     if e.id == 0 {
         return;
     }
-    cap.put.remove(&e.id);
+    cap.put.remove(e.id);
     if e.stored {
         cap.delete.insert(e.id);
     }
@@ -188,12 +235,18 @@ pub(crate) fn work(
         exports: ExportMap::Sparse(FxHashMap::default()),
         chunks: heap.save_chunks(),
         weak_none: false,
+        keep_dead: true,
         imports: FxHashMap::default(),
         import_list: Vec::new(),
         current: 0,
     };
     let names = heap.save_names();
     let start = Instant::now();
+    let room = (cap.queue.len() - cap.next + cap.range.len()).min(match budget {
+        CaptureBudget::Slots(n) => n,
+        _ => usize::MAX,
+    });
+    cap.put.reserve(room.min(1 << 20));
     let mut done = 0usize;
     let (res, _) = handles::saving(cx, || -> Result<(), StoreError> {
         loop {
@@ -205,8 +258,19 @@ pub(crate) fn work(
             if stop {
                 break;
             }
-            let Some(i) = cap.pop() else { break };
-            visit(heap, &names, tr, cap, i)?;
+            let Some((i, walk)) = cap.pop() else { break };
+            // The slots a few ahead: their table items, objects and
+            // tracker entries are on their way while this one is encoded.
+            if let Some(&j) = cap.queue.get(cap.next + AHEAD) {
+                heap.store_prefetch(j, false);
+                if let Some(e) = tr.entries.get(j as usize) {
+                    crate::trace::prefetch_line(e);
+                }
+            }
+            if let Some(&j) = cap.queue.get(cap.next + AHEAD / 2) {
+                heap.store_prefetch(j, true);
+            }
+            visit(heap, &names, tr, cap, i, walk)?;
             done += 1;
         }
         Ok(())
@@ -218,13 +282,15 @@ pub(crate) fn work(
     Ok(done)
 }
 
-/// Brings the capture's view of slot `i` up to date.
+/// Brings the capture's view of slot `i` up to date (`walk`: and its
+/// inners', as part of a subtree walk).
 fn visit(
     heap: &Heap,
     names: &Names,
     tr: &mut Tracker,
     cap: &mut Capture,
     i: u32,
+    walk: bool,
 ) -> Result<(), StoreError> {
     let e = tr.entries.get(i as usize).copied().unwrap_or_default();
     let now = heap
@@ -239,19 +305,24 @@ fn visit(
             .is_some_and(|(o, _)| o.id().serial() == e.serial);
     // Whether the store holds (or will, once this capture commits) the
     // object now in the slot.
-    let was = same && (cap.put.contains_key(&e.id) || (e.stored && !cap.delete.contains(&e.id)));
+    let was = same && (cap.put.contains(e.id) || (e.stored && !cap.delete.contains(&e.id)));
     if !(same && keep) {
         // The slot's recorded object is gone, or no longer saved.
         drop_record(tr, cap, i);
     }
     let Some((o, _)) = now else { return Ok(()) };
-    // An object whose saved state flipped takes its inners with it; so
-    // may one not saved (found unreachable, its inners count as having no
-    // outer).
-    if (keep != was || !keep) && o.flags() & flags::OUTER != 0 {
+    // Whether the objects inside this one are saved may have changed (a
+    // garbage mark set or cleared, a move, found unreachable, its outer
+    // freed: the doors mark it so): the whole subtree is looked at. (An
+    // object seen for the first time needs no walk: its inners are new too,
+    // or came by a move, which marks them.)
+    if (walk || cap.subtree.binary_search(&i).is_ok()) && o.flags() & flags::OUTER != 0 {
         heap.store_inners(o.id(), &mut cap.extra);
     }
     if !keep {
+        // Its next change marks it dirty again (it may be saved again by
+        // then: a garbage mark cleared, a move out of a garbage outer).
+        heap.store_unchange(o.id().index());
         return Ok(());
     }
     let (index, serial) = (o.id().index(), o.id().serial());
@@ -297,7 +368,7 @@ fn encode(
             c
         }
     };
-    let mut payload = Vec::new();
+    let mut payload = Vec::with_capacity(64);
     handles::with_save(|cx| {
         cx.imports.clear();
         cx.import_list.clear();
@@ -340,7 +411,8 @@ fn encode(
 /// will be once it commits.
 pub(crate) fn finish(tr: &mut Tracker, cap: &mut Capture) -> (ChangeSet, StoreSaved) {
     let mut meta = cap.meta.clone();
-    let mut put: Vec<(u64, ObjectRecord)> = cap.put.drain().collect();
+    let mut put = std::mem::take(&mut cap.put.list);
+    cap.put.at.clear();
     put.sort_unstable_by_key(|(k, _)| *k);
     let mut delete: Vec<u64> = cap.delete.drain().collect();
     delete.sort_unstable();

@@ -133,9 +133,15 @@ impl Tracker {
 /// every earlier set before the read) and taken under `&mut Heap`.
 /// Before the first capture the set is empty and setting a bit costs a
 /// bounds check.
+///
+/// A second set marks the slots whose objects' *inners* a capture must look
+/// at too: a garbage mark set or cleared, a move to another outer, the
+/// sweep finding the object unreachable (each can change whether the
+/// objects inside it are saved).
 #[derive(Default)]
 pub(crate) struct Dirty {
     words: Vec<AtomicU64>,
+    subtree: Vec<AtomicU64>,
 }
 
 impl Dirty {
@@ -147,19 +153,31 @@ impl Dirty {
         }
     }
 
-    /// Appends the marked slots to `out`, ascending, clears them, and
-    /// covers at least `high_water` slots from now on.
-    pub(crate) fn take(&mut self, high_water: u32, out: &mut Vec<u32>) {
-        for (k, w) in self.words.iter_mut().enumerate() {
-            let mut bits = w.swap(0, Relaxed);
-            while bits != 0 {
-                out.push((k as u32) * 64 + bits.trailing_zeros());
-                bits &= bits - 1;
-            }
+    /// Marks slot `index`, and its object's inners.
+    #[inline]
+    pub(crate) fn mark_subtree(&self, index: u32) {
+        self.mark(index);
+        if let Some(w) = self.subtree.get((index >> 6) as usize) {
+            w.fetch_or(1 << (index & 63), Relaxed);
         }
-        let want = (high_water as usize).div_ceil(64);
-        while self.words.len() < want {
-            self.words.push(AtomicU64::new(0));
+    }
+
+    /// Appends the marked slots to `out` and those marked with their inners
+    /// to `subtree`, ascending, clears them, and covers at least
+    /// `high_water` slots from now on.
+    pub(crate) fn take(&mut self, high_water: u32, out: &mut Vec<u32>, subtree: &mut Vec<u32>) {
+        for (set, out) in [(&mut self.words, out), (&mut self.subtree, subtree)] {
+            for (k, w) in set.iter_mut().enumerate() {
+                let mut bits = w.swap(0, Relaxed);
+                while bits != 0 {
+                    out.push((k as u32) * 64 + bits.trailing_zeros());
+                    bits &= bits - 1;
+                }
+            }
+            let want = (high_water as usize).div_ceil(64);
+            while set.len() < want {
+                set.push(AtomicU64::new(0));
+            }
         }
     }
 }
