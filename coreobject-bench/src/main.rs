@@ -190,6 +190,9 @@ struct StoreArgs {
     /// Objects changed per incremental save [default: 10000; --quick: 2000].
     #[arg(long)]
     changed: Option<usize>,
+    /// The capture alone (no redb or file rows).
+    #[arg(long)]
+    capture_only: bool,
 }
 
 #[derive(Args, Debug, Default)]
@@ -1092,6 +1095,7 @@ fn main() -> ExitCode {
             pick(a.objects, c.quick, 1_000_000, 20_000),
             pick(a.changed, c.quick, 10_000, 2_000),
             c.reps.unwrap_or(3).max(1),
+            !a.capture_only,
         )
     };
     if let Workload::Store(a) = &cli.workload {

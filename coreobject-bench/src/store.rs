@@ -244,8 +244,9 @@ fn capture_only(heap: &mut Heap, things: &[Obj<Thing>], k: usize, runs: usize) {
     );
 }
 
-/// Runs the store benchmark: `n` objects, `k` changed, `runs` repetitions.
-pub fn run(n: usize, k: usize, runs: usize) {
+/// Runs the store benchmark: `n` objects, `k` changed, `runs` repetitions
+/// (`stores`: with the redb and file rows, else the capture alone).
+pub fn run(n: usize, k: usize, runs: usize, stores: bool) {
     let (mut heap, things) = world(n);
     println!(
         "store: world of {} objects, {k} changed per incremental save",
@@ -254,24 +255,28 @@ pub fn run(n: usize, k: usize, runs: usize) {
     let dir = std::env::temp_dir().join(format!("coreobject-bench-store-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     #[cfg(feature = "redb")]
-    bench(
-        "redb",
-        &mut heap,
-        &things,
-        k,
-        runs,
-        &|p| Box::new(coreobject::save::RedbStore::open(p).unwrap()),
-        &dir,
-    );
-    bench(
-        "file",
-        &mut heap,
-        &things,
-        k,
-        runs,
-        &|p| Box::new(FileStore::open(p, 2).unwrap()),
-        &dir,
-    );
+    if stores {
+        bench(
+            "redb",
+            &mut heap,
+            &things,
+            k,
+            runs,
+            &|p| Box::new(coreobject::save::RedbStore::open(p).unwrap()),
+            &dir,
+        );
+    }
+    if stores {
+        bench(
+            "file",
+            &mut heap,
+            &things,
+            k,
+            runs,
+            &|p| Box::new(FileStore::open(p, 2).unwrap()),
+            &dir,
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
     capture_only(&mut heap, &things, k, runs);
 }
