@@ -155,6 +155,8 @@ impl Capture {
 #[derive(Debug, Default)]
 pub(crate) struct Records {
     list: Vec<(u64, ObjectRecord)>,
+    /// Each record's slot.
+    slots: Vec<u32>,
     at: FxHashMap<u64, u32>,
 }
 
@@ -164,23 +166,26 @@ impl Records {
     }
     fn reserve(&mut self, n: usize) {
         self.list.reserve(n);
+        self.slots.reserve(n);
         self.at.reserve(n);
     }
     fn contains(&self, id: u64) -> bool {
         self.at.contains_key(&id)
     }
-    fn insert(&mut self, id: u64, rec: ObjectRecord) {
+    fn insert(&mut self, id: u64, slot: u32, rec: ObjectRecord) {
         match self.at.get(&id) {
             Some(&k) => self.list[k as usize].1 = rec,
             None => {
                 self.at.insert(id, self.list.len() as u32);
                 self.list.push((id, rec));
+                self.slots.push(slot);
             }
         }
     }
     fn remove(&mut self, id: u64) {
         if let Some(k) = self.at.remove(&id) {
             self.list.swap_remove(k as usize);
+            self.slots.swap_remove(k as usize);
             if let Some(&(moved, _)) = self.list.get(k as usize) {
                 self.at.insert(moved, k);
             }
@@ -330,13 +335,15 @@ fn visit(
     let id = id_for(tr, cap, index, serial)?;
     if !was || f & (flags::CHANGED | flags::INTERIOR) != 0 {
         let rec = encode(heap, names, tr, cap, &o)?;
-        cap.delete.remove(&id);
-        cap.put.insert(id, rec);
+        if !cap.delete.is_empty() {
+            cap.delete.remove(&id);
+        }
+        cap.put.insert(id, index, rec);
         heap.store_unchange(index);
     }
     if o.is_rooted() {
         tr.roots.insert(id);
-    } else {
+    } else if !tr.roots.is_empty() {
         tr.roots.remove(&id);
     }
     if f & flags::INTERIOR != 0 {
@@ -411,19 +418,22 @@ fn encode(
 /// will be once it commits.
 pub(crate) fn finish(tr: &mut Tracker, cap: &mut Capture) -> (ChangeSet, StoreSaved) {
     let mut meta = cap.meta.clone();
-    let mut put = std::mem::take(&mut cap.put.list);
-    cap.put.at.clear();
-    put.sort_unstable_by_key(|(k, _)| *k);
+    // In the order encoded (slot order for a first capture): records are
+    // large, and a store sorts its keys itself.
+    let put = std::mem::take(&mut cap.put.list);
+    let slots = std::mem::take(&mut cap.put.slots);
+    cap.put.at = FxHashMap::default();
     let mut delete: Vec<u64> = cap.delete.drain().collect();
     delete.sort_unstable();
     let mut created = 0;
-    for (id, _) in &put {
-        if let Some(&slot) = tr.by_id.get(id) {
-            if !tr.entries[slot as usize].stored {
-                created += 1;
-            }
-            tr.set_stored(slot, true);
+    for ((id, _), &slot) in put.iter().zip(&slots) {
+        // (A record's slot still holds its object: one freed or replaced
+        // since its capture had its record dropped.)
+        debug_assert_eq!(tr.entries[slot as usize].id, *id);
+        if !tr.entries[slot as usize].stored {
+            created += 1;
         }
+        tr.set_stored(slot, true);
     }
     for id in &delete {
         if let Some(&slot) = tr.by_id.get(id) {
