@@ -54,6 +54,9 @@ pub struct SaveRecord {
     pub deleted: usize,
     /// Objects in the save.
     pub objects: usize,
+    /// Objects the heap held in that frame (`Heap::len`: class defaults
+    /// and garbage not yet collected included).
+    pub heap_len: usize,
 }
 
 /// The autosaver: the period, the worker, the saves so far.
@@ -157,6 +160,7 @@ impl Autosave {
             written: saved.written,
             deleted: saved.deleted,
             objects: saved.objects,
+            heap_len: heap.len(),
         });
         Ok(Some(step))
     }
@@ -205,6 +209,16 @@ impl Autosave {
             .collect();
         let worst = during.iter().copied().fold(0.0, f64::max);
         let over = during.iter().filter(|&&ms| ms > allowed).count();
+        let gc_over = self
+            .steps
+            .iter()
+            .filter(|&&(frame, _)| gc_at(frame) > budget_ms)
+            .count();
+        let step_over = self
+            .steps
+            .iter()
+            .filter(|&&(_, ms)| ms > capture_budget_ms)
+            .count();
         println!(
             "\nautosave: {} saves into {} | capture max {:.2} ms in {} steps at most, longest step {:.2} ms, commit (worker) max {:.1} ms | written max {} records",
             self.saves.len(),
@@ -216,14 +230,16 @@ impl Autosave {
             self.saves.iter().map(|s| s.written).max().unwrap_or(0),
         );
         println!(
-            "autosave frames (a capture step ran): {} | GC + capture step: worst {:.2} ms against GC budget + capture budget {:.2} + {:.2} = {:.2} ms | {} frame{} over",
+            "autosave frames (a capture step ran): {} | GC + capture step: worst {:.2} ms against GC budget + capture budget {:.2} + {:.2} = {:.2} ms | {} frame{} over (in {} the GC alone was over its budget, in {} the capture step over its own)",
             during.len(),
             worst,
             budget_ms,
             capture_budget_ms,
             allowed,
             over,
-            if over == 1 { "" } else { "s" }
+            if over == 1 { "" } else { "s" },
+            gc_over,
+            step_over
         );
         println!("wrote {} and {}", json.display(), svg.display());
         Ok(())

@@ -448,3 +448,71 @@ fn a_stale_or_foreign_capture_is_refused() {
         Err(StoreError::StaleCapture)
     ));
 }
+
+/// Churn at scale between steps: objects created and freed by the
+/// thousand (minor and sliced collections) while a capture spans many
+/// frames; each finished capture holds exactly the live objects.
+#[test]
+fn churn_between_steps_leaves_no_dead_record() {
+    let n = if cfg!(miri) { 200 } else { 5_000 };
+    let mut heap = Heap::new();
+    let levels: Vec<Obj<Node>> = (0..10)
+        .map(|i| {
+            heap.spawn(Node {
+                value: i,
+                ..Node::default()
+            })
+            .root()
+            .create()
+            .unwrap()
+        })
+        .collect();
+    let mut live: Vec<Obj<Node>> = Vec::new();
+    let mut store = MemStore::default();
+    let mut rng = 7u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut cap = None;
+    let mut done = 0;
+    for frame in 0..400 {
+        // Create a few dozen, drop as many (kept alive by the level's list).
+        for _ in 0..(n / 100) {
+            let l = levels[(next() % 10) as usize];
+            let o = heap
+                .spawn(Node {
+                    value: frame,
+                    ..Node::default()
+                })
+                .outer(l)
+                .create()
+                .unwrap();
+            heap[l].next.push(o);
+            live.push(o);
+        }
+        while live.len() > n {
+            let k = (next() as usize) % live.len();
+            let o = live.swap_remove(k);
+            for &l in &levels {
+                heap[l].next.retain(|&x| x != o);
+            }
+        }
+        if frame % 3 == 0 {
+            heap.collect_minor().unwrap();
+        } else {
+            heap.step(200);
+        }
+        let meta = store.meta().unwrap();
+        let c = cap.get_or_insert_with(|| heap.capture_begin(meta.as_ref()));
+        if let Some((change, _)) = heap.capture_step(c, CaptureBudget::Slots(50)).unwrap() {
+            cap = None;
+            store.commit(&change).unwrap();
+            check_store(&heap, &mut store);
+            done += 1;
+        }
+    }
+    assert!(done >= 2, "{done} captures finished");
+}
