@@ -5,7 +5,7 @@
 //! prefetching, no per-object allocation) — all in one run.
 //!
 //! ```text
-//! coreobject-bench <world|incremental|young|weak|binary-trees|micro|names|saveload|all> [flags] [--quick]
+//! coreobject-bench <world|incremental|young|weak|binary-trees|micro|names|saveload|store|all> [flags] [--quick]
 //! ```
 //!
 //! # Workloads
@@ -73,6 +73,7 @@ mod pages;
 mod report;
 mod saveload;
 mod scale;
+mod store;
 mod tally;
 mod trees;
 mod weak;
@@ -174,6 +175,24 @@ enum Workload {
     /// tenths of the objects) are GC clusters, against the same world
     /// without clusters. Not part of `all`
     Clusters(ClustersArgs),
+    /// coreobject alone: whole and incremental saves into redb (with
+    /// `--features redb`) and the file store, and the capture alone (ns per
+    /// captured object, steps of a capture spread over frames). Part of
+    /// `all` (at 20,000 objects with --quick).
+    Store(StoreArgs),
+}
+
+#[derive(Args, Debug, Default)]
+struct StoreArgs {
+    /// Objects [default: 1000000; --quick: 20000].
+    #[arg(long)]
+    objects: Option<usize>,
+    /// Objects changed per incremental save [default: 10000; --quick: 2000].
+    #[arg(long)]
+    changed: Option<usize>,
+    /// The capture alone (no redb or file rows).
+    #[arg(long)]
+    capture_only: bool,
 }
 
 #[derive(Args, Debug, Default)]
@@ -973,6 +992,7 @@ fn run_here(cli: &Cli, settings: &Settings) -> Result<Vec<WorkloadResult>, Strin
         Workload::Scale(_) => Err("scale runs outside the peer harness".into()),
         Workload::Pages(_) => Err("pages runs outside the peer harness".into()),
         Workload::Clusters(_) => Err("clusters runs outside the peer harness".into()),
+        Workload::Store(_) => Err("store runs outside the peer harness".into()),
         Workload::All => {
             let mut all = one(run_world(settings, quick, &WorldArgs::default()))?;
             all.extend(one(run_weak(settings, quick, &WeakArgs::default()))?);
@@ -1109,6 +1129,18 @@ fn main() -> ExitCode {
             }
         };
     }
+    let store_run = |a: &StoreArgs| {
+        store::run(
+            pick(a.objects, c.quick, 1_000_000, 20_000),
+            pick(a.changed, c.quick, 10_000, 2_000),
+            c.reps.unwrap_or(3).max(1),
+            !a.capture_only,
+        )
+    };
+    if let Workload::Store(a) = &cli.workload {
+        store_run(a);
+        return ExitCode::SUCCESS;
+    }
     if let Workload::Pages(a) = &cli.workload {
         return match pages::run(a.objects.unwrap_or(1_000_000), a.rounds.unwrap_or(600)) {
             Ok(()) => ExitCode::SUCCESS,
@@ -1235,6 +1267,10 @@ fn main() -> ExitCode {
     }
     let targets = targets(&results);
     report::print_targets(&targets);
+    if matches!(cli.workload, Workload::All) {
+        println!();
+        store_run(&StoreArgs::default());
+    }
     let failed: Vec<String> = results
         .iter()
         .filter(|w| w.failed())

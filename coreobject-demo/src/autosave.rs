@@ -1,14 +1,19 @@
 //! Autosaving into redb while the world runs (`--autosave SECONDS`), and
 //! resuming from the last autosave (`--resume`).
 //!
-//! Every `SECONDS`, after a frame, [`Heap::capture`] encodes on the game
-//! thread what changed since the previous autosave (the first one: the
-//! whole world), and a worker thread commits it to `<out>/autosave.redb`,
-//! one durable transaction per save, while the next frames run. At most one
-//! save is in flight: a save falls due while the previous one is still
-//! being written waits for the next frame. Each save's capture time is
-//! drawn beside the collector's time per frame in `<out>/autosave.svg`,
-//! and every save is listed in `<out>/autosave.json`.
+//! Every `SECONDS`, after a frame, a capture of what changed since the
+//! previous autosave (the first one: the whole world) begins on the game
+//! thread, and runs one step a frame within the capture budget
+//! (`--capture-budget-ms`, [`Heap::capture_step`]) until its final step
+//! returns the change set: the world as of that frame. A worker thread then
+//! commits it to `<out>/autosave.redb`, one durable transaction per save,
+//! while the next frames run. At most one save is in flight: a save falls
+//! due while the previous one is still being captured or written waits.
+//! Each capture step is drawn on the collector's chart (`pauses.svg`),
+//! stacked on the frame's GC slice, and each save's capture time beside the
+//! collector's time per frame in `<out>/autosave.svg`; every save is listed
+//! in `<out>/autosave.json`, and the summary compares the frames that ran a
+//! capture step with the GC budget plus the capture budget.
 //!
 //! `--resume` loads the last autosave into a fresh heap, reports what it
 //! holds and how long the load took, and collects it.
@@ -22,7 +27,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use coreobject::save::{ChangeSet, RedbStore, SaveStore, StoreMeta};
+use coreobject::save::{Capture, CaptureBudget, ChangeSet, RedbStore, SaveStore, StoreMeta};
 use coreobject::{Heap, HeapConfig};
 use plotters::prelude::*;
 
@@ -31,10 +36,16 @@ use crate::stats::FrameRecord;
 /// One autosave.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct SaveRecord {
-    /// The frame after which it was captured.
+    /// The frame after which its final capture step ran.
     pub frame: u32,
-    /// Capture on the game thread, in milliseconds.
+    /// The frame after which its capture began.
+    pub began: u32,
+    /// Capture steps on the game thread.
+    pub steps: usize,
+    /// Capture on the game thread (all its steps), in milliseconds.
     pub capture_ms: f64,
+    /// Its longest step, in milliseconds.
+    pub longest_step_ms: f64,
     /// Commit on the worker thread, in milliseconds.
     pub commit_ms: f64,
     /// Records written (created or changed objects).
@@ -43,6 +54,9 @@ pub struct SaveRecord {
     pub deleted: usize,
     /// Objects in the save.
     pub objects: usize,
+    /// Objects the heap held in that frame (`Heap::len`: class defaults
+    /// and garbage not yet collected included).
+    pub heap_len: usize,
 }
 
 /// The autosaver: the period, the worker, the saves so far.
@@ -55,12 +69,19 @@ pub struct Autosave {
     busy: Arc<AtomicBool>,
     worker: Option<JoinHandle<Result<Vec<f64>, String>>>,
     saves: Vec<SaveRecord>,
+    /// Each capture step's budget.
+    budget: Duration,
+    /// The capture in flight: it, the frame it began after, its time so
+    /// far, its longest step.
+    cap: Option<(Capture, u32, Duration, Duration)>,
+    /// Each capture step: the frame, its time in milliseconds.
+    steps: Vec<(u32, f64)>,
 }
 
 impl Autosave {
     /// Starts a new autosave store at `<out>/autosave.redb` (replacing an
-    /// older one), saving every `seconds`.
-    pub fn start(out: &Path, seconds: f64) -> Result<Autosave, Box<dyn Error>> {
+    /// older one), saving every `seconds`, capturing `budget` a frame.
+    pub fn start(out: &Path, seconds: f64, budget: Duration) -> Result<Autosave, Box<dyn Error>> {
         let path = out.join("autosave.redb");
         let _ = std::fs::remove_file(&path);
         let mut store = RedbStore::open(&path)?;
@@ -87,22 +108,42 @@ impl Autosave {
             busy,
             worker: Some(worker),
             saves: Vec::new(),
+            budget,
+            cap: None,
+            steps: Vec::new(),
         })
     }
 
-    /// After frame `frame`: captures and hands a save to the worker if one
-    /// is due and none is in flight. Returns the capture's time.
+    /// After frame `frame`: runs a step of the capture in flight, or
+    /// begins one if a save is due and none is in flight; hands the change
+    /// set to the worker when the final step returns it. Returns the step's
+    /// time.
     pub fn after_frame(
         &mut self,
         heap: &mut Heap,
         frame: u32,
     ) -> Result<Option<Duration>, Box<dyn Error>> {
-        if self.last.elapsed() < self.every || self.busy.load(Ordering::Acquire) {
-            return Ok(None);
+        if self.cap.is_none() {
+            if self.last.elapsed() < self.every || self.busy.load(Ordering::Acquire) {
+                return Ok(None);
+            }
+            let t = Instant::now();
+            let cap = heap.capture_begin(self.meta.as_ref());
+            let begin = t.elapsed();
+            self.cap = Some((cap, frame, begin, begin));
         }
+        let (cap, began, total, longest) = self.cap.as_mut().expect("in flight");
         let t = Instant::now();
-        let (change, saved) = heap.capture(self.meta.as_ref())?;
-        let capture = t.elapsed();
+        let done = heap.capture_step(cap, CaptureBudget::Time(self.budget))?;
+        let step = t.elapsed();
+        *total += step;
+        *longest = (*longest).max(step);
+        self.steps.push((frame, step.as_secs_f64() * 1e3));
+        let Some((change, saved)) = done else {
+            return Ok(Some(step));
+        };
+        let (cap, began, total, longest) = (cap.steps(), *began, *total, *longest);
+        self.cap = None;
         self.meta = Some(change.meta.clone());
         self.busy.store(true, Ordering::Release);
         if let Some(tx) = &self.tx {
@@ -111,13 +152,22 @@ impl Autosave {
         self.last = Instant::now();
         self.saves.push(SaveRecord {
             frame,
-            capture_ms: capture.as_secs_f64() * 1e3,
+            began,
+            steps: cap,
+            capture_ms: total.as_secs_f64() * 1e3,
+            longest_step_ms: longest.as_secs_f64() * 1e3,
             commit_ms: 0.0,
             written: saved.written,
             deleted: saved.deleted,
             objects: saved.objects,
+            heap_len: heap.len(),
         });
-        Ok(Some(capture))
+        Ok(Some(step))
+    }
+
+    /// Each capture step so far: the frame it ran after, its milliseconds.
+    pub fn steps(&self) -> &[(u32, f64)] {
+        &self.steps
     }
 
     /// Waits for the last commit, writes `autosave.json` and `autosave.svg`
@@ -149,19 +199,47 @@ impl Autosave {
                 .find(|f| f.frame == frame)
                 .map_or(0.0, |f| f.gc_us / 1e3)
         };
-        let worst = self
-            .saves
+        // The frames that ran a capture step, against both budgets.
+        let capture_budget_ms = self.budget.as_secs_f64() * 1e3;
+        let allowed = budget_ms + capture_budget_ms;
+        let during: Vec<f64> = self
+            .steps
             .iter()
-            .map(|s| s.capture_ms + gc_at(s.frame))
-            .fold(0.0, f64::max);
+            .map(|&(frame, ms)| ms + gc_at(frame))
+            .collect();
+        let worst = during.iter().copied().fold(0.0, f64::max);
+        let over = during.iter().filter(|&&ms| ms > allowed).count();
+        let gc_over = self
+            .steps
+            .iter()
+            .filter(|&&(frame, _)| gc_at(frame) > budget_ms)
+            .count();
+        let step_over = self
+            .steps
+            .iter()
+            .filter(|&&(_, ms)| ms > capture_budget_ms)
+            .count();
         println!(
-            "\nautosave: {} saves into {} | capture max {:.2} ms, commit (worker) max {:.1} ms | written max {} records | worst save frame: GC + capture {:.2} ms",
+            "\nautosave: {} saves into {} | capture max {:.2} ms in {} steps at most, longest step {:.2} ms, commit (worker) max {:.1} ms | written max {} records",
             self.saves.len(),
             self.path.display(),
             max(|s| s.capture_ms),
+            self.saves.iter().map(|s| s.steps).max().unwrap_or(0),
+            max(|s| s.longest_step_ms),
             max(|s| s.commit_ms),
             self.saves.iter().map(|s| s.written).max().unwrap_or(0),
-            worst
+        );
+        println!(
+            "autosave frames (a capture step ran): {} | GC + capture step: worst {:.2} ms against GC budget + capture budget {:.2} + {:.2} = {:.2} ms | {} frame{} over (in {} the GC alone was over its budget, in {} the capture step over its own)",
+            during.len(),
+            worst,
+            budget_ms,
+            capture_budget_ms,
+            allowed,
+            over,
+            if over == 1 { "" } else { "s" },
+            gc_over,
+            step_over
         );
         println!("wrote {} and {}", json.display(), svg.display());
         Ok(())

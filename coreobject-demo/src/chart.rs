@@ -19,11 +19,19 @@ const FINAL: RGBColor = RGBColor(44, 160, 44);
 const BUDGET: RGBColor = RGBColor(214, 39, 40);
 const MINOR: RGBColor = RGBColor(148, 103, 189);
 const MINOR_DONE: RGBColor = RGBColor(227, 119, 194);
+const CAPTURE: RGBColor = RGBColor(23, 190, 207);
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
-/// Draws the run's frames and collections into an SVG file at `path`.
-pub fn write_svg(path: &Path, title: &str, report: &RunReport) -> Result<(), Box<dyn Error>> {
+/// Draws the run's frames and collections into an SVG file at `path`, with
+/// the autosave's capture steps (frame, milliseconds) stacked on the
+/// collector's bars.
+pub fn write_svg(
+    path: &Path,
+    title: &str,
+    report: &RunReport,
+    captures: &[(u32, f64)],
+) -> Result<(), Box<dyn Error>> {
     let frames = &report.frames;
     let root = SVGBackend::new(path, (1200, 820)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -42,6 +50,7 @@ pub fn write_svg(path: &Path, title: &str, report: &RunReport) -> Result<(), Box
             report.settings.gc == GcMode::Generational,
             x_end,
             half,
+            captures,
         )?,
     }
     draw_live(&bottom, frames, &report.collection_log, x_end)?;
@@ -63,13 +72,21 @@ fn draw_slices(
     generational: bool,
     x_end: f64,
     half: f64,
+    captures: &[(u32, f64)],
 ) -> Result<(), Box<dyn Error>> {
     let budget_ms = budget_us / 1000.0;
+    let gc_ms = |frame: u32| {
+        frames
+            .get(frame as usize)
+            .filter(|f| f.frame == frame && f.gc_worked)
+            .map_or(0.0, |f| f.gc_us / 1000.0)
+    };
     let clip_ms = 20.0 * budget_ms;
     let max_ms = frames
         .iter()
         .filter(|f| f.gc_worked)
         .map(|f| f.gc_us / 1000.0)
+        .chain(captures.iter().map(|&(frame, ms)| gc_ms(frame) + ms))
         .fold(budget_ms, f64::max);
     let clipped = frames
         .iter()
@@ -122,6 +139,19 @@ fn draw_slices(
             .draw_series(bars)?
             .label(label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.filled()));
+    }
+    if !captures.is_empty() {
+        // Each autosave capture step, on top of the frame's collector time.
+        let bars = captures.iter().map(|&(frame, ms)| {
+            let x = f64::from(frame);
+            let base = gc_ms(frame).min(top_ms);
+            let bar = (base + ms).min(top_ms);
+            Rectangle::new([(x - half, base), (x + half, bar)], CAPTURE.filled())
+        });
+        chart
+            .draw_series(bars)?
+            .label("autosave capture step (on the frame's GC time)")
+            .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], CAPTURE.filled()));
     }
     chart
         .draw_series(LineSeries::new(

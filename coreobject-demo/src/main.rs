@@ -138,6 +138,11 @@ struct Cli {
     /// on the game thread, commit on a worker (see `autosave.rs`).
     #[arg(long, value_name = "SECONDS")]
     autosave: Option<f64>,
+    /// The autosave's capture budget per frame, in milliseconds: a capture
+    /// runs one step a frame until its final step (which takes what the
+    /// frames changed meanwhile).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_budget_ms)]
+    capture_budget_ms: f64,
     /// Instead of simulating: load the last autosave in `<out>`.
     #[arg(long)]
     resume: bool,
@@ -213,7 +218,11 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
     let progress = Progress::new(u64::from(cli.frames));
     let save_at = cli.save_at.map(|f| (f, cli.out.join("world.save")));
     let mut autosaver = match cli.autosave {
-        Some(s) => Some(autosave::Autosave::start(&cli.out, s)?),
+        Some(s) => Some(autosave::Autosave::start(
+            &cli.out,
+            s,
+            Duration::from_secs_f64(cli.capture_budget_ms / 1000.0),
+        )?),
         None => None,
     };
     let (report, memory_report, timeline, saved) =
@@ -238,6 +247,10 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
             cli.frames
         );
     }
+    let capture_steps: Vec<(u32, f64)> = autosaver
+        .as_ref()
+        .map(|a| a.steps().to_vec())
+        .unwrap_or_default();
     if let Some(a) = autosaver {
         a.finish(&cli.out, &report.frames, cli.budget_ms)?;
     }
@@ -256,7 +269,7 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
             String::new()
         }
     );
-    chart::write_svg(&svg, &title, &report)
+    chart::write_svg(&svg, &title, &report, &capture_steps)
         .map_err(|e| format!("cannot write {}: {e}", svg.display()))?;
     report
         .write_json(&json)

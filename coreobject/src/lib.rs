@@ -380,9 +380,12 @@
 //! embedded redb database with the `redb` feature) only the objects created
 //! or changed since the last save, keyed by persistent ids that outlive the
 //! process ([`Heap::persistent_id`]), in one crash-safe commit.
-//! [`Heap::capture`] is the game thread's half, the commit can run on a
-//! worker while the game goes on (see the [`save`] chapter's "Saves that
-//! cost what changed").
+//! [`Heap::capture`] is the game thread's half (it costs the objects that
+//! changed, not the table, and [`Heap::capture_step`] spreads it over frames
+//! like a GC slice); the commit runs on a worker while the game goes on, and
+//! a crash at any point leaves the last committed save whole (see the
+//! [`save`] chapter's "Saves that cost what changed", "Saving while the game
+//! runs" and "Crash safety").
 //!
 //! ```
 //! use coreobject::save::Selection;
@@ -513,8 +516,10 @@
 //!   objects through their classes as the collector does; `#[object(save)]`
 //!   writes each class's field code (`coreobject-derive/src/save.rs`).
 //!   Stores (with `heap/store.rs`): `ids.rs` persistent ids beside the
-//!   object table (what changed since the last save is an item flag set by
-//!   `get_mut`), `store.rs` the records, the capture of what changed, the
+//!   object table and the dirty set of slots (what changed since the last
+//!   save is an item flag set by `get_mut`; its first setting, creation,
+//!   root and garbage marks, the sweep and the purge mark the slot dirty),
+//!   `capture.rs` the capture in budgeted steps, `store.rs` the records, the
 //!   load by id and the file store, `redb_store.rs` the redb store.
 //!
 //! ### Memory layout
@@ -582,7 +587,7 @@
 //! | export table, import table, `FPackageIndex` | the package's tables; package indices (see [`save`]) |
 //! | `SaveGame` property flag, `Transient` | `#[object(save)]` on the class, `#[object(transient)]` on a field |
 //! | tagged properties, `CustomVersion`, `CoreRedirects` | fields matched by name, `#[object(version, migrate)]`, `#[object(rename_from)]` |
-//! | `SaveGameToSlot`, `AsyncSaveGameToSlot` | [`Heap::save_store`]; [`Heap::capture`] then [`save::SaveStore::commit`] on a worker |
+//! | `SaveGameToSlot`, `AsyncSaveGameToSlot` | [`Heap::save_store`]; [`Heap::capture`] (or [`Heap::capture_step`] over frames) then [`save::SaveStore::commit`] on a worker |
 //! | `FRemoteObjectId` (server id + serial) | [`save::PersistentId`] (origin + serial) |
 
 #![warn(missing_docs)]

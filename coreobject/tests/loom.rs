@@ -441,3 +441,45 @@ mod termination {
         check(4, || run(2, 2));
     }
 }
+
+#[derive(Object, Default)]
+#[object(save)]
+struct Saved {
+    v: u32,
+}
+
+/// The store's dirty set (`save/ids.rs`): two threads creating through one
+/// heap refill freed slots below the last capture's high water, each
+/// marking its slot with a relaxed `fetch_or` on the same word; the next
+/// capture, under `&mut Heap` after both joined, finds both objects (no
+/// table walk would).
+#[test]
+fn concurrent_creation_marks_the_dirty_set() {
+    model(|| {
+        let mut heap = Heap::with_config(HeapConfig {
+            max_objects: 8,
+            generation_bits: 4,
+            ..HeapConfig::DEFAULT
+        })
+        .unwrap();
+        let mut store = coreobject::save::MemStore::default();
+        let a = heap.spawn(Saved { v: 1 }).create().unwrap();
+        let b = heap.spawn(Saved { v: 2 }).create().unwrap();
+        assert_eq!(heap.save_store(&mut store).unwrap().written, 2);
+        heap.collect().unwrap();
+        assert!(!heap.contains(a) && !heap.contains(b));
+        assert_eq!(heap.save_store(&mut store).unwrap().deleted, 2);
+        let heap = Arc::new(heap);
+        let other = heap.clone();
+        let t = thread::spawn(move || other.spawn(Saved { v: 3 }).create().unwrap());
+        let c = heap.spawn(Saved { v: 4 }).create().unwrap();
+        let d = t.join().unwrap();
+        let mut heap = Arc::try_unwrap(heap)
+            .ok()
+            .expect("the other thread is done");
+        let s = heap.save_store(&mut store).unwrap();
+        assert_eq!((s.written, s.created), (2, 2));
+        assert_eq!(store.len(), 2);
+        assert!(heap.persistent_id(c).is_some() && heap.persistent_id(d).is_some());
+    });
+}

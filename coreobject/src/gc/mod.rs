@@ -300,6 +300,9 @@ pub(crate) struct Stage<'h> {
     pub(crate) inners: &'h mut Inners,
     /// GC clusters: read by marking, a cluster forgotten when its root is freed.
     pub(crate) clusters: &'h mut Clusters,
+    /// The slots a store's next capture looks at: the sweep and the purge
+    /// mark the objects they find unreachable and free.
+    pub(crate) store_dirty: &'h crate::save::ids::Dirty,
 }
 
 /// Where a cycle in flight is.

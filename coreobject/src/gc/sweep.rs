@@ -289,6 +289,7 @@ impl Collector {
                     let epoch = self.epoch;
                     let pending = &mut self.pending;
                     let stats = &mut cycle.stats;
+                    let dirty = stage.store_dirty;
                     let sweep_one = |i| {
                         let Some(item) = array.item(i) else {
                             return Cost::Skip;
@@ -302,6 +303,8 @@ impl Collector {
                         // The purge holds the heap's `&mut`: no locked instruction.
                         item.set_exclusive(flags::UNREACHABLE);
                         stats.unreachable += 1;
+                        // The store hook: a capture drops its record.
+                        dirty.mark_subtree(i);
                         if f & flags::HOOKS != 0 {
                             let this = handle_of(item, i);
                             let p = item.object().expect("checked above");
@@ -613,12 +616,19 @@ fn free_one(
     if item.flags() & flags::NAMED != 0 {
         stage.names.get_mut().remove(index);
     }
+    // The store hook: a capture drops its record (if the sweep did not).
+    stage.store_dirty.mark(index);
     let bytes = match doomed {
         Some(d) => stage.array.free_later(index, d),
         None => stage.array.free(index, caught),
     };
     if let Some((outer, is_outer)) = links {
         if is_outer {
+            // The store hook: an inner outliving its outer is saved with
+            // no outer now (and so may be the objects inside it).
+            for h in stage.inners.of(this.to_bits()) {
+                stage.store_dirty.mark_subtree(h.index());
+            }
             stage.inners.forget_outer(this);
         }
         if let Some(o) = outer {

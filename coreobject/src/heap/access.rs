@@ -14,15 +14,22 @@ use super::{index_failed, Heap};
 use crate::array::Item;
 use crate::cluster::Clusters;
 use crate::gc::Collector;
+use crate::save::ids::Dirty;
 
 /// What a write through `&mut T` (or a move to another outer) tells the
 /// heap about the object in slot `index`: the collector's write barrier, the
 /// change mark saves into a store read, and its GC cluster, whose references
 /// out are gathered again before the next cycle.
 #[inline(always)]
-pub(super) fn note_write(gc: &mut Collector, clusters: &mut Clusters, item: &Item, index: u32) {
+pub(super) fn note_write(
+    gc: &mut Collector,
+    clusters: &mut Clusters,
+    dirty: &Dirty,
+    item: &Item,
+    index: u32,
+) {
     gc.barrier(item, index);
-    note_changed(item);
+    note_changed(dirty, item, index);
     let cluster = item.cluster_root();
     if cluster != 0 {
         clusters.changed(cluster);
@@ -30,12 +37,20 @@ pub(super) fn note_write(gc: &mut Collector, clusters: &mut Clusters, item: &Ite
 }
 
 /// Marks the object changed since the last save into a store (once per
-/// save: a flag test on the fast path).
+/// save: a flag test on the fast path), and the first time puts its slot in
+/// the set the next capture looks at.
 #[inline(always)]
-pub(super) fn note_changed(item: &Item) {
+pub(super) fn note_changed(dirty: &Dirty, item: &Item, index: u32) {
     if item.flags() & flags::CHANGED == 0 {
-        item.set(flags::CHANGED);
+        first_change(dirty, item, index);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn first_change(dirty: &Dirty, item: &Item, index: u32) {
+    item.set(flags::CHANGED);
+    dirty.mark(index);
 }
 
 /// Handles [`GetMany`] reads ahead of the one it resolves: the item of the
@@ -235,7 +250,13 @@ impl Heap {
     {
         let h = h.any_obj();
         let (v, item) = self.array.resolve_mut::<H::Target>(h)?;
-        note_write(&mut self.gc, self.clusters.get_mut(), item, h.index());
+        note_write(
+            &mut self.gc,
+            self.clusters.get_mut(),
+            &self.store_dirty,
+            item,
+            h.index(),
+        );
         Ok(v)
     }
 
@@ -284,8 +305,9 @@ impl Heap {
         // No barrier: the view reaches no field that can hold a handle, so
         // the object's references stay what marking and the remembered set
         // saw.
+        let index = h.any_obj().index();
         let (v, item) = self.array.resolve_mut::<H::Target>(h.any_obj())?;
-        note_changed(item);
+        note_changed(&self.store_dirty, item, index);
         Ok(v.data_view())
     }
 
@@ -320,7 +342,13 @@ impl Heap {
             .resolve_disjoint_mut::<H::Target, N>(hs.map(|h| h.any_obj()))?;
         Some(found.map(|(v, item, index)| {
             // What `try_get_mut` tells the heap, for each object.
-            note_write(&mut self.gc, self.clusters.get_mut(), item, index);
+            note_write(
+                &mut self.gc,
+                self.clusters.get_mut(),
+                &self.store_dirty,
+                item,
+                index,
+            );
             v
         }))
     }

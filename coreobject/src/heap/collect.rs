@@ -27,6 +27,7 @@ impl Heap {
                 referencers: &self.referencers,
                 inners: self.inners.get_mut(),
                 clusters: self.clusters.get_mut(),
+                store_dirty: &self.store_dirty,
             },
         )
     }

@@ -517,6 +517,8 @@ impl Heap {
         let h = self
             .array
             .fill(index, value, outer, self.gc.birth_flags() | extra);
+        // A capture looks at a slot refilled since the last one.
+        self.store_dirty.mark(index);
         if let Some(o) = outer {
             self.note_inner(o, h.any());
         }

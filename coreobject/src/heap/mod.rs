@@ -86,6 +86,8 @@ pub struct Heap {
     next_hook: u64,
     /// Persistent ids and changed-since-the-last-save bits (`save/ids.rs`).
     store: crate::save::ids::Tracker,
+    /// Slots a capture looks at (`save/ids.rs`), marked through `&self`.
+    store_dirty: crate::save::ids::Dirty,
 }
 
 impl Default for Heap {
@@ -372,6 +374,7 @@ impl Heap {
             config,
             next_hook: 1,
             store: Default::default(),
+            store_dirty: Default::default(),
         }
     }
 

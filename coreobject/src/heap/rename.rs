@@ -139,12 +139,20 @@ impl Rename<'_> {
                 heap.inners.get_mut().remove(old, obj);
             }
             heap.note_inner(new, obj);
+            // Whether its inners are saved may change with it.
+            heap.store_dirty.mark_subtree(obj.index());
             // The outer is a traced reference: the object changed.
             let item = heap.array.at(obj.index());
-            super::access::note_write(&mut heap.gc, heap.clusters.get_mut(), item, obj.index());
+            super::access::note_write(
+                &mut heap.gc,
+                heap.clusters.get_mut(),
+                &heap.store_dirty,
+                item,
+                obj.index(),
+            );
         }
         // Its record in a store names it and its outer.
-        super::access::note_changed(heap.array.at(obj.index()));
+        super::access::note_changed(&heap.store_dirty, heap.array.at(obj.index()), obj.index());
         Ok(())
     }
 }

@@ -29,6 +29,7 @@ impl Heap {
         if self.array.at(h.index()).add_root() {
             self.array.list_root(h.index());
         }
+        self.store_dirty.mark(h.index());
         Ok(())
     }
 
@@ -52,6 +53,7 @@ impl Heap {
             return Err(Error::Permanent(h));
         }
         item.clear(flags::ROOT);
+        self.store_dirty.mark(h.index());
         Ok(())
     }
 
@@ -146,6 +148,7 @@ impl Heap {
             // Unreal's rule: a member marked as garbage dissolves its cluster.
             self.dissolve_cluster_of(h);
         }
+        self.store_dirty.mark_subtree(h.index());
         Ok(())
     }
 
@@ -157,6 +160,7 @@ impl Heap {
         if self.array.at(h.index()).clear(flags::GARBAGE) & flags::GARBAGE != 0 {
             self.gc.note_revived(h);
         }
+        self.store_dirty.mark_subtree(h.index());
         Ok(())
     }
 }

@@ -50,6 +50,11 @@ pub(crate) struct SaveCx {
     pub(crate) chunks: Arc<Chunks>,
     /// Weak handles to objects outside the save are written as none.
     pub(crate) weak_none: bool,
+    /// A handle to an object still in its slot but marked as garbage (or
+    /// found unreachable) is written as a reference, not as none: a store's
+    /// record outlives the mark, which can be cleared (the object, while
+    /// excluded from the store, loads as a handle that never resolves).
+    pub(crate) keep_dead: bool,
     pub(crate) imports: FxHashMap<AnyObj, u32>,
     /// Imports in order of first reference, with the export that first
     /// referred to each.
@@ -78,7 +83,7 @@ impl SaveCx {
         let alive = self.chunks.get(h.index()).is_some_and(|item| {
             item.serial() == h.serial()
                 && item.object().is_some()
-                && item.flags() & flags::DEAD == 0
+                && (self.keep_dead || item.flags() & flags::DEAD == 0)
         });
         if !alive || (weak && self.weak_none) {
             return 0;

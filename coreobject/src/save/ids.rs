@@ -9,7 +9,11 @@
 //! object), a reverse map from id to slot, and one bit per slot set by the
 //! write barrier.
 
-use rustc_hash::FxHashMap;
+use std::sync::atomic::Ordering::Relaxed;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::sync::AtomicU64;
 
 /// Bits of a persistent id that hold the per-origin serial.
 pub const SERIAL_BITS: u32 = 40;
@@ -65,6 +69,22 @@ pub(crate) struct Tracker {
     pub(crate) by_id: FxHashMap<u64, u32>,
     /// The next serial to hand out (at least the store's).
     pub(crate) next: u64,
+    /// Whether the next capture looks at every slot (no capture yet, or
+    /// [`forget_store`](crate::Heap::forget_store)): `false` once one began.
+    pub(crate) tracking: bool,
+    /// The high water when the last capture began: slots from here on are
+    /// new since, and not in the dirty set.
+    pub(crate) high_water: u32,
+    /// The saved rooted objects' ids.
+    pub(crate) roots: FxHashSet<u64>,
+    /// Slots holding a saved object of an interior-mutable class (captured
+    /// at every save's final step).
+    pub(crate) interior: FxHashSet<u32>,
+    /// How many entries are `stored`.
+    pub(crate) count: usize,
+    /// Moves on when a capture begins or ends, or the store is loaded or
+    /// forgotten: a [`Capture`](super::Capture) of another epoch is stale.
+    pub(crate) epoch: u64,
 }
 
 impl Tracker {
@@ -75,6 +95,13 @@ impl Tracker {
             Some(e) if e.id != 0 && e.serial == serial => Some(e.id),
             _ => None,
         }
+    }
+
+    /// Sets slot `slot`'s entry's `stored`, keeping the count.
+    pub(crate) fn set_stored(&mut self, slot: u32, stored: bool) {
+        let e = &mut self.entries[slot as usize];
+        self.count = self.count - usize::from(e.stored) + usize::from(stored);
+        e.stored = stored;
     }
 
     /// Gives the object (`index`, `serial`) the id `id`, replacing whatever
@@ -88,7 +115,69 @@ impl Tracker {
         if old.id != 0 && old.id != id {
             self.by_id.remove(&old.id);
         }
+        self.count = self.count - usize::from(old.stored) + usize::from(stored);
         self.entries[i] = Entry { serial, id, stored };
         self.by_id.insert(id, index);
+    }
+}
+
+/// Slots to look at in the next capture: one bit per slot below the high
+/// water of the last capture's start, set by every door that changes what
+/// a save of the slot would hold (the first write through `get_mut` or a
+/// data view, a rename, a creation, a root or garbage mark, the sweep
+/// finding the object unreachable, the purge freeing it). Slots at or above
+/// that high water are new since, and a capture looks at all of them.
+///
+/// The bits are set through `&Heap` on any thread (a relaxed `fetch_or`:
+/// only the bit matters, and it is read under `&mut Heap`, which orders
+/// every earlier set before the read) and taken under `&mut Heap`.
+/// Before the first capture the set is empty and setting a bit costs a
+/// bounds check.
+///
+/// A second set marks the slots whose objects' *inners* a capture must look
+/// at too: a garbage mark set or cleared, a move to another outer, the
+/// sweep finding the object unreachable (each can change whether the
+/// objects inside it are saved).
+#[derive(Default)]
+pub(crate) struct Dirty {
+    words: Vec<AtomicU64>,
+    subtree: Vec<AtomicU64>,
+}
+
+impl Dirty {
+    /// Marks slot `index` (nothing if it is beyond the covered range).
+    #[inline]
+    pub(crate) fn mark(&self, index: u32) {
+        if let Some(w) = self.words.get((index >> 6) as usize) {
+            w.fetch_or(1 << (index & 63), Relaxed);
+        }
+    }
+
+    /// Marks slot `index`, and its object's inners.
+    #[inline]
+    pub(crate) fn mark_subtree(&self, index: u32) {
+        self.mark(index);
+        if let Some(w) = self.subtree.get((index >> 6) as usize) {
+            w.fetch_or(1 << (index & 63), Relaxed);
+        }
+    }
+
+    /// Appends the marked slots to `out` and those marked with their inners
+    /// to `subtree`, ascending, clears them, and covers at least
+    /// `high_water` slots from now on.
+    pub(crate) fn take(&mut self, high_water: u32, out: &mut Vec<u32>, subtree: &mut Vec<u32>) {
+        for (set, out) in [(&mut self.words, out), (&mut self.subtree, subtree)] {
+            for (k, w) in set.iter_mut().enumerate() {
+                let mut bits = w.swap(0, Relaxed);
+                while bits != 0 {
+                    out.push((k as u32) * 64 + bits.trailing_zeros());
+                    bits &= bits - 1;
+                }
+            }
+            let want = (high_water as usize).div_ceil(64);
+            while set.len() < want {
+                set.push(AtomicU64::new(0));
+            }
+        }
     }
 }

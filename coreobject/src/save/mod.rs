@@ -189,9 +189,17 @@
 //!   sets a flag in the object's table entry, once per save: a test of the
 //!   flags word the collector's barrier reads anyway. Objects of interior-mutable classes (which can
 //!   change behind `&self`) are rewritten at every save, as the collector
-//!   re-scans them. Created and freed objects are found by comparing the
-//!   live objects with the ids kept per slot (a slot reused by a new object
-//!   is told apart by its serial).
+//!   re-scans them. The first write also puts the object's slot in the
+//!   heap's *dirty set* (one bit per slot), and so do creation, root and
+//!   garbage marks, a rename or move, the collector's sweep (an object found
+//!   unreachable) and its purge (an object freed, and the inners of a freed
+//!   outer). A capture looks only at those slots and at the slots new since
+//!   the last one, and compares each with the id kept for it (a slot reused
+//!   by a new object is told apart by its serial): it costs what changed,
+//!   not the table. Before a heap's first capture the dirty set is empty
+//!   and marking it costs a bounds check; the first capture into a store
+//!   (and the one after [`Heap::forget_store`](crate::Heap::forget_store))
+//!   looks at every slot.
 //! * **One commit.** [`Heap::save_store`](crate::Heap::save_store) writes
 //!   the changed and created records, deletes the freed ones and updates
 //!   the meta in one commit of the store. A record's handles are persistent
@@ -206,19 +214,42 @@
 //!
 //! ### Saving while the game runs
 //!
-//! [`Heap::capture`](crate::Heap::capture) runs on the game thread: it
-//! finds what changed and encodes it into a [`ChangeSet`] that owns its
-//! bytes. [`SaveStore::commit`] writes it, on a worker thread, while the
-//! game keeps running and changing objects. The change set is the heap as
-//! it was when the capture ran: the capture holds `&mut Heap`, so nothing
-//! changes during it, and it clears the changed bits when it is done, so an
-//! object changed after its capture is captured again by the next save.
+//! A save is two halves. The *capture* runs on the game thread: it looks at
+//! the dirty slots and encodes the changed objects into a [`ChangeSet`]
+//! that owns its bytes. [`SaveStore::commit`] writes the change set, on a
+//! worker thread, while the game keeps running and changing objects.
 //! Commits must be applied in capture order (one worker, one queue), and a
 //! capture passes the previous change set's [`ChangeSet::meta`] on. If a
 //! commit fails, [`Heap::forget_store`](crate::Heap::forget_store) makes the
-//! next save write everything again. The capture encodes only what changed,
-//! but it walks the live objects once to find created, freed and
-//! interior-mutable ones.
+//! next save write everything again.
+//!
+//! [`Heap::capture`](crate::Heap::capture) captures in one go: the change
+//! set is the heap as it is then. A large capture can instead be spread
+//! over frames like a GC slice: [`Heap::capture_begin`](crate::Heap::capture_begin),
+//! then [`Heap::capture_step`](crate::Heap::capture_step) once a frame with
+//! a [`CaptureBudget`] (time, or slots), until a step returns the change
+//! set. The game runs between steps, and the change set is **the heap as
+//! of the frame the final step ran in**:
+//!
+//! * steps before the final one encode the slots that were dirty when the
+//!   capture began, as they are at that step, and clear their changed flag;
+//! * any change after that marks the slot dirty again (the write doors, and
+//!   creation, freeing, roots, garbage marks, the collector), and the final
+//!   step looks at every slot marked since the capture began: an object
+//!   written after its capture is encoded again (the *re-capture rule*), one
+//!   freed is dropped from the change set (and deleted from the store if
+//!   it was there), one created is added, and objects of interior-mutable
+//!   classes are encoded there, as they are in that frame;
+//! * so the final step costs what the mutator touched during the capture,
+//!   whatever the budget: a mutator writing every frame cannot keep a
+//!   capture from ending, it only makes the final step longer. A GC purge
+//!   in flight hides the objects it is about to free before its sweep marks
+//!   them; the final step then waits up to [`PURGE_WAIT`] steps for the
+//!   purge to end, then looks at every slot instead.
+//!
+//! One capture is in flight per heap: beginning another, saving, loading
+//! or forgetting the store makes the old one's next step fail with
+//! [`StoreError::StaleCapture`], as does a step on another heap.
 //!
 //! ### Crash safety
 //!
@@ -245,6 +276,7 @@
 //! | `UPROPERTY(Transient)` | `#[object(transient)]` |
 //! | `SaveGame` flag | `#[object(save)]` on the class |
 
+pub(crate) mod capture;
 mod error;
 pub(crate) mod handles;
 pub(crate) mod ids;
@@ -264,6 +296,7 @@ use crate::array::ObjectRef;
 use crate::class::Object;
 use crate::handle::AnyObj;
 
+pub use capture::{Capture, CaptureBudget, PURGE_WAIT};
 pub use error::{FieldError, LoadError, SaveError};
 pub use ids::PersistentId;
 pub use package::Format;

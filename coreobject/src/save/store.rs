@@ -34,13 +34,13 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::error::{LoadError, SaveError};
-use super::handles::{self, ExportMap, LoadCx, SaveCx};
+use super::handles::{self, LoadCx};
 use super::ids::{PersistentId, Tracker};
 use super::package::{ClassRec, Format, Package};
 use super::read::{Batch, Place};
-use super::registry::{lookup, register_class};
+use super::registry::lookup;
 use super::schema::Plan;
-use super::{FieldReader, FieldWriter, SaveVtable};
+use super::{FieldReader, SaveVtable};
 use crate::array::{flags, ObjectRef};
 use crate::class::Class;
 use crate::handle::AnyObj;
@@ -148,6 +148,10 @@ pub enum StoreError {
     /// No record has this id.
     #[error("no object {0:#x} in the store")]
     NotFound(u64),
+    /// The capture was begun on another heap, or superseded by a later
+    /// capture, save, load or `forget_store` on this one.
+    #[error("the capture is not this heap's capture in flight")]
+    StaleCapture,
 }
 
 /// Records keyed by persistent id, committed a change set at a time.
@@ -450,7 +454,7 @@ pub struct StoreSaved {
 /// Whether every outer on `o`'s chain is alive: an object inside one marked
 /// as garbage (or found unreachable) goes with it. An outer already freed
 /// counts as none, as [`Heap::outer_of`] says.
-fn outers_alive(heap: &Heap, o: &ObjectRef<'_>) -> bool {
+pub(crate) fn outers_alive(heap: &Heap, o: &ObjectRef<'_>) -> bool {
     let mut cur = heap.outer_of(o.id());
     while let Some(outer) = cur {
         if heap.object_ref(outer).is_none() {
@@ -461,261 +465,8 @@ fn outers_alive(heap: &Heap, o: &ObjectRef<'_>) -> bool {
     true
 }
 
-/// What a capture found: the objects to write, the saved objects' slots,
-/// the rooted ones.
-struct Scan<'h> {
-    write: Vec<ObjectRef<'h>>,
-    /// One bit per slot: a saved object.
-    seen: Vec<u64>,
-    roots: Vec<AnyObj>,
-    saved: usize,
-}
-
-/// Whether the saved object (`i`, `s`) with item flags `f` is written:
-/// created, never stored, changed, or interior-mutable.
-fn to_write(tr: &Tracker, i: u32, s: u32, f: u32) -> bool {
-    match tr.id_of(i, s) {
-        Some(_) if tr.entries[i as usize].stored => f & (flags::CHANGED | flags::INTERIOR) != 0,
-        _ => true,
-    }
-}
-
-/// Finds what a capture writes. One pass over the table's items; the
-/// objects themselves are read only for those written, unless an object is
-/// marked as garbage (then every object's outer chain is walked: objects
-/// inside a garbage object are not saved).
-fn scan<'h>(heap: &'h Heap, tr: &Tracker) -> Scan<'h> {
-    let words = (heap.save_high_water() as usize)
-        .div_ceil(64)
-        .max(tr.entries.len().div_ceil(64));
-    let mut out = Scan {
-        write: Vec::new(),
-        seen: vec![0u64; words],
-        roots: Vec::new(),
-        saved: 0,
-    };
-    let mut cands: Vec<(u32, u32)> = Vec::new();
-    let mut walk = false;
-    heap.store_scan(|i, s, f, hidden| {
-        if hidden {
-            // Objects inside it are not saved (one being destroyed counts
-            // as freed, as `Heap::outer_of` says).
-            walk |= f & flags::UNREACHABLE == 0;
-            return;
-        }
-        if f & flags::DEFAULT_OBJECT != 0 {
-            return;
-        }
-        out.seen[(i >> 6) as usize] |= 1 << (i & 63);
-        out.saved += 1;
-        if f & flags::ROOT != 0 {
-            if let Some(s) = std::num::NonZeroU32::new(s) {
-                out.roots.push(AnyObj::new(i, s));
-            }
-        }
-        if to_write(tr, i, s, f) {
-            cands.push((i, s));
-        }
-    });
-    if !walk {
-        out.write = cands
-            .into_iter()
-            .filter_map(|(i, s)| heap.object_ref(AnyObj::new(i, std::num::NonZeroU32::new(s)?)))
-            .collect();
-        return out;
-    }
-    // Slow path: every object's outer chain.
-    out.seen.iter_mut().for_each(|w| *w = 0);
-    out.roots.clear();
-    out.saved = 0;
-    for o in heap.iter() {
-        if o.flags() & flags::DEFAULT_OBJECT != 0 || !outers_alive(heap, &o) {
-            continue;
-        }
-        let (i, s) = (o.id().index(), o.id().serial());
-        out.seen[(i >> 6) as usize] |= 1 << (i & 63);
-        out.saved += 1;
-        if o.is_rooted() {
-            out.roots.push(o.id());
-        }
-        if to_write(tr, i, s, o.flags()) {
-            out.write.push(o);
-        }
-    }
-    out
-}
-
-/// Encodes what changed since the last capture. `tr` is the heap's
-/// tracker, taken out of it for the length of the capture.
-pub(crate) fn capture(
-    heap: &Heap,
-    tr: &mut Tracker,
-    meta: &StoreMeta,
-) -> Result<(ChangeSet, StoreSaved), StoreError> {
-    if handles::busy() {
-        return Err(SaveError::Nested.into());
-    }
-    let mut meta = meta.clone();
-    meta.next_serial = meta.next_serial.max(tr.next).max(1);
-    let scan = scan(heap, tr);
-    let objects = scan.write;
-    let mut vts: Vec<&'static SaveVtable> = Vec::with_capacity(objects.len());
-    for o in &objects {
-        let class = o.class();
-        vts.push(class.save_vtable().ok_or(SaveError::NotSaveable {
-            class: class.name(),
-            object: o.id(),
-        })?);
-    }
-
-    // Ids first (an object's outer and handles may come later in the slot
-    // order), and what to delete.
-    let seen = scan.seen;
-    let write: Vec<usize> = (0..objects.len()).collect();
-    let mut delete = Vec::new();
-    let mut created = 0;
-    for o in &objects {
-        let (i, s) = (o.id().index(), o.id().serial());
-        if tr.id_of(i, s).is_none() {
-            if let Some(old) = tr.entries.get(i as usize) {
-                if old.stored {
-                    delete.push(old.id);
-                }
-            }
-            let id = PersistentId::new(meta.origin, meta.next_serial)
-                .ok_or_else(|| StoreError::Backend("persistent ids used up".into()))?;
-            meta.next_serial += 1;
-            tr.assign(i, s, id.bits(), false);
-            created += 1;
-        }
-    }
-    let mut freed = Vec::new();
-    for (i, e) in tr.entries.iter().enumerate() {
-        let live = seen.get(i >> 6).is_some_and(|w| w & (1 << (i & 63)) != 0);
-        if e.stored && !live {
-            delete.push(e.id);
-            freed.push(i);
-        }
-    }
-
-    // The records.
-    let cx = SaveCx {
-        exports: ExportMap::Sparse(FxHashMap::default()),
-        chunks: heap.save_chunks(),
-        weak_none: false,
-        imports: FxHashMap::default(),
-        import_list: Vec::new(),
-        current: 0,
-    };
-    let mut class_ids: FxHashMap<*const Class, u32> = FxHashMap::default();
-    let names = heap.save_names();
-    let mut put = Vec::with_capacity(write.len());
-    let (res, _) = handles::saving(cx, || -> Result<(), StoreError> {
-        for &k in &write {
-            let o = &objects[k];
-            let class = o.class();
-            let vt = vts[k];
-            let class_id = match class_ids.get(&(class as *const Class)) {
-                Some(&c) => c,
-                None => {
-                    register_class(class)?;
-                    let c = class_entry(&mut meta, class, vt);
-                    class_ids.insert(class as *const Class, c);
-                    c
-                }
-            };
-            let mut payload = Vec::new();
-            handles::with_save(|cx| {
-                cx.imports.clear();
-                cx.import_list.clear();
-            });
-            let mut w = FieldWriter {
-                out: &mut payload,
-                format: Format::Binary,
-                class: class.name(),
-                fields: vt.fields,
-                next: 0,
-            };
-            (vt.save)(o, &mut w)?;
-            let list =
-                handles::with_save(|cx| std::mem::take(&mut cx.import_list)).unwrap_or_default();
-            let mut refs = Vec::with_capacity(list.len());
-            for &(h, _) in &list {
-                // A live object not in this save (inside a garbage outer)
-                // gets its id now: if it is saved later, this record finds it.
-                let id = match tr.id_of(h.index(), h.serial()) {
-                    Some(id) => id,
-                    None => {
-                        let id = PersistentId::new(meta.origin, meta.next_serial)
-                            .ok_or_else(|| StoreError::Backend("persistent ids used up".into()))?;
-                        meta.next_serial += 1;
-                        tr.assign(h.index(), h.serial(), id.bits(), false);
-                        id.bits()
-                    }
-                };
-                refs.push(id);
-            }
-            handles::with_save(|cx| cx.import_list = list);
-            let outer = heap
-                .outer_of(o.id())
-                .and_then(|h| tr.id_of(h.index(), h.serial()))
-                .unwrap_or(0);
-            let i = o.id().index();
-            let name = names
-                .name_parts(i)
-                .map(|(_, text, number)| (text.to_owned(), number));
-            let id = tr.entries[i as usize].id;
-            put.push((
-                id,
-                ObjectRecord {
-                    class: class_id,
-                    outer,
-                    name,
-                    flags: if o.is_disregard() { RECORD_POOL } else { 0 },
-                    refs,
-                    payload,
-                },
-            ));
-        }
-        Ok(())
-    })
-    .ok_or(SaveError::Nested)?;
-    drop(names);
-    res?;
-
-    let mut roots: Vec<u64> = scan
-        .roots
-        .iter()
-        .filter_map(|h| tr.id_of(h.index(), h.serial()))
-        .collect();
-    roots.sort_unstable();
-    meta.roots = roots;
-    meta.saves += 1;
-
-    // From here on the capture is taken: the next one starts from it.
-    for &k in &write {
-        let i = objects[k].id().index() as usize;
-        tr.entries[i].stored = true;
-    }
-    for i in freed {
-        tr.entries[i].stored = false;
-    }
-    for o in &objects {
-        heap.store_unchange(o.id().index());
-    }
-    tr.next = meta.next_serial;
-    delete.sort_unstable();
-    let saved = StoreSaved {
-        written: put.len(),
-        created,
-        deleted: delete.len(),
-        objects: scan.saved,
-    };
-    Ok((ChangeSet { meta, put, delete }, saved))
-}
-
 /// The class table index of `class`'s current layout, added if new.
-fn class_entry(meta: &mut StoreMeta, class: &'static Class, vt: &SaveVtable) -> u32 {
+pub(crate) fn class_entry(meta: &mut StoreMeta, class: &'static Class, vt: &SaveVtable) -> u32 {
     let found = meta.classes.iter().position(|c| {
         c.name == class.name()
             && c.version == vt.version

@@ -151,6 +151,7 @@ pub(crate) fn build(
     let cx = SaveCx {
         exports,
         chunks: heap.save_chunks(),
+        keep_dead: false,
         weak_none: opts.weak_outside == WeakOutside::None,
         imports: FxHashMap::default(),
         import_list: Vec::new(),

@@ -1,0 +1,518 @@
+//! Captures spread over frames against a model: random creation,
+//! mutation (through `get_mut`, the data door and, for an interior-mutable
+//! class, behind `&self`), renames and moves between outers, root and
+//! garbage marks, and collections (major, minor, sliced) interleaved
+//! *between the steps* of a capture. Whenever a capture's final step
+//! returns its change set, the change set is committed and loading the store
+//! gives exactly the heap's graph as of that frame (persistent ids, classes,
+//! fields, handles, names, outers, roots); the store holds exactly the saved
+//! objects' ids. Also: a mutator writing between every step cannot keep a
+//! capture from ending, and misuse (a stale or foreign capture) is an error.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use coreobject::save::{CaptureBudget, MemStore, PersistentId, SaveStore, StoreError};
+use coreobject::{AnyObj, Heap, Obj, Object, Weak};
+use proptest::prelude::*;
+
+#[derive(Object, Default, Debug)]
+#[object(save)]
+struct Node {
+    value: i64,
+    label: String,
+    next: Vec<Obj<Node>>,
+    weak: Option<Weak<Node>>,
+    cell: Option<Obj<Cell>>,
+}
+
+#[derive(Object, Default, Debug)]
+#[object(save, interior_mut = true)]
+struct Cell {
+    v: Mutex<i64>,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Create {
+        outer: Option<u8>,
+        named: bool,
+        rooted: bool,
+        value: i64,
+    },
+    CreateCell {
+        outer: Option<u8>,
+        v: i64,
+    },
+    Set {
+        who: u8,
+        value: i64,
+    },
+    Link {
+        who: u8,
+        to: u8,
+        weak: bool,
+    },
+    Unlink {
+        who: u8,
+    },
+    Poke {
+        who: u8,
+        v: i64,
+    },
+    Root {
+        who: u8,
+        on: bool,
+    },
+    Garbage {
+        who: u8,
+    },
+    Clear {
+        who: u8,
+    },
+    Move {
+        who: u8,
+        to: Option<u8>,
+    },
+    Major,
+    Minor,
+    Sliced,
+    /// One capture step looking at this many slots (a new capture begins
+    /// when none is in flight).
+    Step(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (proptest::option::of(any::<u8>()), any::<bool>(), proptest::bool::weighted(0.4), any::<i64>())
+            .prop_map(|(outer, named, rooted, value)| Op::Create { outer, named, rooted, value }),
+        1 => (proptest::option::of(any::<u8>()), any::<i64>()).prop_map(|(outer, v)| Op::CreateCell { outer, v }),
+        4 => (any::<u8>(), any::<i64>()).prop_map(|(who, value)| Op::Set { who, value }),
+        3 => (any::<u8>(), any::<u8>(), any::<bool>()).prop_map(|(who, to, weak)| Op::Link { who, to, weak }),
+        1 => any::<u8>().prop_map(|who| Op::Unlink { who }),
+        1 => (any::<u8>(), any::<i64>()).prop_map(|(who, v)| Op::Poke { who, v }),
+        1 => (any::<u8>(), any::<bool>()).prop_map(|(who, on)| Op::Root { who, on }),
+        1 => any::<u8>().prop_map(|who| Op::Garbage { who }),
+        1 => any::<u8>().prop_map(|who| Op::Clear { who }),
+        1 => (any::<u8>(), proptest::option::of(any::<u8>())).prop_map(|(who, to)| Op::Move { who, to }),
+        1 => Just(Op::Major),
+        1 => Just(Op::Minor),
+        1 => Just(Op::Sliced),
+        6 => (1u8..6).prop_map(Op::Step),
+    ]
+}
+
+/// An object as the store must give it back: everything by persistent id.
+#[derive(Clone, Debug, PartialEq)]
+enum Shape {
+    Node {
+        value: i64,
+        label: String,
+        next: Vec<Option<PersistentId>>,
+        weak: Option<Option<PersistentId>>,
+        cell: Option<Option<PersistentId>>,
+    },
+    Cell(i64),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Seen {
+    shape: Shape,
+    name: Option<String>,
+    outer: Option<PersistentId>,
+    rooted: bool,
+}
+
+/// Whether a save takes `h`: alive, and so is every object on its outer
+/// chain (objects inside a dead object go with it).
+fn saved(heap: &Heap, h: AnyObj) -> bool {
+    let mut cur = Some(h);
+    while let Some(c) = cur {
+        if !heap.contains(c) {
+            return false;
+        }
+        cur = heap.outer_of(c);
+    }
+    true
+}
+
+/// The graph of what a save of `heap` takes, by persistent id (every such
+/// object must have one; a handle to an object not saved reads as none).
+fn graph(heap: &Heap) -> BTreeMap<PersistentId, Seen> {
+    let pid = |h: AnyObj| heap.persistent_id(h).filter(|_| saved(heap, h));
+    let mut out = BTreeMap::new();
+    for o in heap.iter().filter(|o| saved(heap, o.id())) {
+        let id = pid(o.id()).unwrap_or_else(|| panic!("{:?} has no persistent id", o.id()));
+        let shape = if let Some(n) = o.downcast::<Node>() {
+            Shape::Node {
+                value: n.value,
+                label: n.label.clone(),
+                next: n.next.iter().map(|h| pid(h.any())).collect(),
+                weak: n.weak.map(|w| pid(w.any())),
+                cell: n.cell.map(|c| pid(c.any())),
+            }
+        } else if let Some(c) = o.downcast::<Cell>() {
+            Shape::Cell(*c.v.lock().unwrap())
+        } else {
+            panic!("unknown class");
+        };
+        let seen = Seen {
+            shape,
+            name: heap.name_of(o.id()).map(|n| n.to_string()),
+            outer: heap.outer_of(o.id()).map(|h| pid(h).expect("outer saved")),
+            rooted: o.is_rooted(),
+        };
+        assert!(out.insert(id, seen).is_none(), "id {id:?} twice");
+    }
+    out
+}
+
+fn pick(list: &[AnyObj], k: u8, heap: &Heap) -> Option<AnyObj> {
+    let live: Vec<AnyObj> = list.iter().copied().filter(|&h| heap.contains(h)).collect();
+    (!live.is_empty()).then(|| live[k as usize % live.len()])
+}
+
+fn check_store(heap: &Heap, store: &mut dyn SaveStore) {
+    let want = graph(heap);
+    let ids: Vec<PersistentId> = store
+        .read_all()
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| PersistentId::from_bits(k).unwrap())
+        .collect();
+    assert_eq!(ids, want.keys().copied().collect::<Vec<_>>(), "store ids");
+    let mut copy = Heap::new();
+    let loaded = copy.load_store(store, None).unwrap();
+    assert_eq!(loaded.objects.len(), want.len());
+    assert_eq!(graph(&copy), want, "loaded graph");
+}
+
+/// Whether `inner` is `outer` or inside it.
+fn within(heap: &Heap, inner: AnyObj, outer: AnyObj) -> bool {
+    let mut cur = Some(inner);
+    while let Some(c) = cur {
+        if c == outer {
+            return true;
+        }
+        cur = heap.outer_of(c);
+    }
+    false
+}
+
+fn run(ops: &[Op]) {
+    let mut store = MemStore::default();
+    let mut heap = Heap::new();
+    let mut all: Vec<AnyObj> = Vec::new();
+    let mut cap = None;
+    let mut finished = 0;
+    for (k, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Create {
+                outer,
+                named,
+                rooted,
+                value,
+            } => {
+                let outer = outer.and_then(|o| pick(&all, o, &heap));
+                let mut b = heap.spawn(Node {
+                    value,
+                    label: format!("n{k}"),
+                    ..Node::default()
+                });
+                if let Some(o) = outer {
+                    b = b.outer(o);
+                }
+                if named {
+                    b = b.name(format!("N{k}").as_str());
+                }
+                if rooted {
+                    b = b.root();
+                }
+                all.push(b.create().unwrap().any());
+            }
+            Op::CreateCell { outer, v } => {
+                let outer = outer.and_then(|o| pick(&all, o, &heap));
+                let mut b = heap.spawn(Cell { v: Mutex::new(v) }).root();
+                if let Some(o) = outer {
+                    b = b.outer(o);
+                }
+                let c = b.create().unwrap();
+                all.push(c.any());
+                if let Some(n) = pick(&all, k as u8, &heap).and_then(|h| heap.downcast::<Node>(h)) {
+                    heap[n].cell = Some(c);
+                }
+            }
+            Op::Set { who, value } => {
+                if let Some(n) = pick(&all, who, &heap).and_then(|h| heap.downcast::<Node>(h)) {
+                    heap[n].value = value;
+                }
+            }
+            Op::Link { who, to, weak } => {
+                let n = pick(&all, who, &heap).and_then(|h| heap.downcast::<Node>(h));
+                let t = pick(&all, to, &heap).and_then(|h| heap.downcast::<Node>(h));
+                if let (Some(n), Some(t)) = (n, t) {
+                    if weak {
+                        heap[n].weak = Some(t.downgrade());
+                    } else {
+                        heap[n].next.push(t);
+                    }
+                }
+            }
+            Op::Unlink { who } => {
+                if let Some(n) = pick(&all, who, &heap).and_then(|h| heap.downcast::<Node>(h)) {
+                    heap[n].next.clear();
+                }
+            }
+            Op::Poke { who, v } => {
+                if let Some(c) = pick(&all, who, &heap).and_then(|h| heap.downcast::<Cell>(h)) {
+                    *heap.get(c).unwrap().v.lock().unwrap() = v;
+                }
+            }
+            Op::Root { who, on } => {
+                if let Some(h) = pick(&all, who, &heap) {
+                    if on {
+                        heap.add_to_root(h).unwrap();
+                    } else {
+                        heap.remove_from_root(h).unwrap();
+                    }
+                }
+            }
+            Op::Garbage { who } => {
+                if let Some(h) = pick(&all, who, &heap) {
+                    heap.mark_as_garbage(h).unwrap();
+                }
+            }
+            Op::Clear { who } => {
+                // Any object not yet freed, garbage or not.
+                let live: Vec<AnyObj> = all
+                    .iter()
+                    .copied()
+                    .filter(|&h| heap.is_garbage(h))
+                    .collect();
+                if !live.is_empty() {
+                    let _ = heap.clear_garbage(live[who as usize % live.len()]);
+                }
+            }
+            Op::Move { who, to } => {
+                if let Some(h) = pick(&all, who, &heap) {
+                    let to = to.and_then(|t| pick(&all, t, &heap));
+                    // Only with an outer already (an outer is for life
+                    // otherwise), to one not inside it.
+                    if let Some(t) = to.filter(|&t| !within(&heap, t, h)) {
+                        if heap.outer_of(h).is_some() {
+                            let _ = heap.rename(h).outer(t).apply();
+                        }
+                    }
+                }
+            }
+            Op::Major => {
+                heap.collect().unwrap();
+            }
+            Op::Minor => {
+                heap.collect_minor().unwrap();
+            }
+            Op::Sliced => {
+                heap.step(3);
+                heap.step(3);
+            }
+            Op::Step(n) => {
+                let meta = store.meta().unwrap();
+                let c = cap.get_or_insert_with(|| heap.capture_begin(meta.as_ref()));
+                if let Some((change, _)) = heap
+                    .capture_step(c, CaptureBudget::Slots(n as usize))
+                    .unwrap()
+                {
+                    cap = None;
+                    store.commit(&change).unwrap();
+                    check_store(&heap, &mut store);
+                    finished += 1;
+                }
+            }
+        }
+    }
+    // The capture in flight ends in a bounded number of steps.
+    if let Some(mut c) = cap.take() {
+        let mut steps = 0;
+        let change = loop {
+            steps += 1;
+            assert!(steps < 100_000, "the capture does not end");
+            if let Some((change, _)) = heap.capture_step(&mut c, CaptureBudget::Slots(3)).unwrap() {
+                break change;
+            }
+        };
+        store.commit(&change).unwrap();
+        check_store(&heap, &mut store);
+    }
+    // And a whole save from nothing agrees.
+    let (change, _) = heap.capture(store.meta().unwrap().as_ref()).unwrap();
+    store.commit(&change).unwrap();
+    check_store(&heap, &mut store);
+    let _ = finished;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn stepped_captures_match_the_heap_of_their_last_frame(ops in proptest::collection::vec(op(), 1..80)) {
+        run(&ops);
+    }
+}
+
+/// A mutator that writes an object between every step, and creates one,
+/// does not keep a capture from ending: the final step takes what was
+/// touched meanwhile, whatever the budget.
+#[test]
+fn a_busy_mutator_cannot_keep_a_capture_from_ending() {
+    let mut heap = Heap::new();
+    let nodes: Vec<Obj<Node>> = (0..500)
+        .map(|i| {
+            heap.spawn(Node {
+                value: i,
+                ..Node::default()
+            })
+            .root()
+            .create()
+            .unwrap()
+        })
+        .collect();
+    let mut store = MemStore::default();
+    heap.save_store(&mut store).unwrap();
+    for n in &nodes {
+        heap[*n].value += 1;
+    }
+    let meta = store.meta().unwrap();
+    let mut cap = heap.capture_begin(meta.as_ref());
+    let mut frame = 0;
+    let change = loop {
+        frame += 1;
+        assert!(frame <= 500 / 10 + 2, "still capturing at frame {frame}");
+        if let Some((change, saved)) = heap
+            .capture_step(&mut cap, CaptureBudget::Slots(10))
+            .unwrap()
+        {
+            assert!(saved.written >= 500);
+            break change;
+        }
+        // Every frame: a write to an object already captured, a new object.
+        heap[nodes[frame % 7]].value += 100;
+        heap.spawn(Node {
+            value: -(frame as i64),
+            ..Node::default()
+        })
+        .root()
+        .create()
+        .unwrap();
+    };
+    store.commit(&change).unwrap();
+    check_store(&heap, &mut store);
+}
+
+/// A capture of another heap, or one superseded by a later capture, a
+/// save or `forget_store`, is refused.
+#[test]
+fn a_stale_or_foreign_capture_is_refused() {
+    let mut heap = Heap::new();
+    heap.spawn(Node::default()).root().create().unwrap();
+    let mut other = Heap::new();
+    let mut cap = heap.capture_begin(None);
+    assert!(matches!(
+        other.capture_step(&mut cap, CaptureBudget::Unbounded),
+        Err(StoreError::StaleCapture)
+    ));
+    let _newer = heap.capture_begin(None);
+    assert!(matches!(
+        heap.capture_step(&mut cap, CaptureBudget::Unbounded),
+        Err(StoreError::StaleCapture)
+    ));
+    let mut cap = heap.capture_begin(None);
+    heap.save_store(&mut MemStore::default()).unwrap();
+    assert!(matches!(
+        heap.capture_step(&mut cap, CaptureBudget::Unbounded),
+        Err(StoreError::StaleCapture)
+    ));
+    let mut cap = heap.capture_begin(None);
+    heap.forget_store();
+    assert!(matches!(
+        heap.capture_step(&mut cap, CaptureBudget::Unbounded),
+        Err(StoreError::StaleCapture)
+    ));
+    // A finished capture is spent too.
+    let mut cap = heap.capture_begin(None);
+    assert!(heap
+        .capture_step(&mut cap, CaptureBudget::Unbounded)
+        .unwrap()
+        .is_some());
+    assert!(matches!(
+        heap.capture_step(&mut cap, CaptureBudget::Unbounded),
+        Err(StoreError::StaleCapture)
+    ));
+}
+
+/// Churn at scale between steps: objects created and freed by the
+/// thousand (minor and sliced collections) while a capture spans many
+/// frames; each finished capture holds exactly the live objects.
+#[test]
+fn churn_between_steps_leaves_no_dead_record() {
+    let n = if cfg!(miri) { 200 } else { 5_000 };
+    let mut heap = Heap::new();
+    let levels: Vec<Obj<Node>> = (0..10)
+        .map(|i| {
+            heap.spawn(Node {
+                value: i,
+                ..Node::default()
+            })
+            .root()
+            .create()
+            .unwrap()
+        })
+        .collect();
+    let mut live: Vec<Obj<Node>> = Vec::new();
+    let mut store = MemStore::default();
+    let mut rng = 7u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut cap = None;
+    let mut done = 0;
+    for frame in 0..400 {
+        // Create a few dozen, drop as many (kept alive by the level's list).
+        for _ in 0..(n / 100) {
+            let l = levels[(next() % 10) as usize];
+            let o = heap
+                .spawn(Node {
+                    value: frame,
+                    ..Node::default()
+                })
+                .outer(l)
+                .create()
+                .unwrap();
+            heap[l].next.push(o);
+            live.push(o);
+        }
+        while live.len() > n {
+            let k = (next() as usize) % live.len();
+            let o = live.swap_remove(k);
+            for &l in &levels {
+                heap[l].next.retain(|&x| x != o);
+            }
+        }
+        if frame % 3 == 0 {
+            heap.collect_minor().unwrap();
+        } else {
+            heap.step(200);
+        }
+        let meta = store.meta().unwrap();
+        let c = cap.get_or_insert_with(|| heap.capture_begin(meta.as_ref()));
+        if let Some((change, _)) = heap.capture_step(c, CaptureBudget::Slots(50)).unwrap() {
+            cap = None;
+            store.commit(&change).unwrap();
+            check_store(&heap, &mut store);
+            done += 1;
+        }
+    }
+    assert!(done >= 2, "{done} captures finished");
+}
