@@ -26,6 +26,14 @@ use coreobject::{
 /// Handles traced so far, by any visitor.
 static TRACED: AtomicUsize = AtomicUsize::new(0);
 
+/// Held by every test that traces `Counted` values: `TRACED` is one
+/// counter for the whole test binary, whose tests run on parallel threads.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A handle that counts its traces.
 #[derive(Clone, Copy)]
 struct Counted(Obj<Leaf>);
@@ -111,6 +119,7 @@ fn run(
 
 #[test]
 fn a_million_handles_in_one_object_are_traced_over_many_slices() {
+    let _serial = serial();
     let (leaves, handles) = sizes();
     let mut heap = heap();
     let leaf: Vec<Obj<Leaf>> = (0..leaves).map(|_| heap.create(Leaf::default())).collect();
@@ -153,6 +162,7 @@ fn a_million_handles_in_one_object_are_traced_over_many_slices() {
 
 #[test]
 fn an_object_changed_while_traced_in_pieces_keeps_what_it_references() {
+    let _serial = serial();
     let (leaves, handles) = sizes();
     let handles = if cfg!(miri) { handles } else { handles / 4 };
     let mut heap = heap();
@@ -272,6 +282,7 @@ fn check_splits<T: Trace>(value: &T) {
 
 #[test]
 fn the_derives_cursor_splits_a_trace_into_exact_pieces() {
+    let _serial = serial();
     let heap = Heap::new();
     let l: Vec<Obj<Leaf>> = (0..12).map(|_| heap.create(Leaf::default())).collect();
     let mut queue: std::collections::VecDeque<_> = l[..5].iter().copied().collect();
