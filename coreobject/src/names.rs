@@ -1297,6 +1297,21 @@ impl Names {
         self.table.release(base);
     }
 
+    /// After a purge: if stale entries fill at least a quarter of the
+    /// index and outnumber the live names twice over, makes the index and
+    /// its filter again from the live records (cheap then: few to place),
+    /// so that the next names find empty entries and clear filter bits
+    /// instead of paying for the freed ones' (a probe each, and a rebuild
+    /// in the middle of the creations).
+    pub(crate) fn tidy(&mut self) {
+        let live = self.recs.recs.len() - self.recs.free.len();
+        if self.index.stale * 4 >= self.index.entries.len() && self.index.stale >= 2 * live {
+            // The rebuild places every live record, the pending ones too.
+            self.index.rebuild(&self.recs);
+            self.pending.clear();
+        }
+    }
+
     /// Strings in the table (live entries).
     pub(crate) fn strings(&self) -> usize {
         self.table.by_text.len()
@@ -1530,8 +1545,9 @@ mod tests {
     /// name of the space is found exactly where the model has it. Names
     /// come in runs of numbers (the filter's words), under a few outers
     /// and none, with plain bases and generated numbers; frees leave stale
-    /// entries and stale filter bits behind. Fails if a name's filter bit
-    /// is not set on insert (a taken name would be given twice).
+    /// entries and stale filter bits behind, and bursts of frees end with
+    /// a [`Names::tidy`]. Fails if a name's filter bit is not set on insert
+    /// (a taken name would be given twice).
     #[test]
     fn the_filter_never_hides_a_live_name() {
         use std::collections::HashMap;
@@ -1549,6 +1565,7 @@ mod tests {
         // slot is a new object.
         let mut live: HashMap<u32, (Option<AnyObj>, String)> = HashMap::new();
         let mut serial = 1u32 << 22;
+        let mut most = 0;
         let outers = [None, Some(obj(900_001)), Some(obj(900_002))];
         let space = |k: u64| -> String {
             match k % 5 {
@@ -1586,6 +1603,17 @@ mod tests {
                     );
                     live.insert(slot, (outer, s));
                 }
+                6 if rand(4) == 0 => {
+                    // Many frees, then what a purge's end does.
+                    for _ in 0..200 {
+                        let slot = rand(300) as u32;
+                        n.remove(slot);
+                        if let Some(k) = live.remove(&slot) {
+                            model.remove(&k);
+                        }
+                    }
+                    n.tidy();
+                }
                 _ => {
                     let slot = rand(300) as u32;
                     n.remove(slot);
@@ -1594,6 +1622,7 @@ mod tests {
                     }
                 }
             }
+            most = most.max(model.len());
             if step % 97 == 0 || step + 1 == steps {
                 for k in 0..400 {
                     for outer in outers {
@@ -1608,7 +1637,36 @@ mod tests {
                 }
             }
         }
-        assert!(model.len() > 50, "the space was used: {}", model.len());
+        assert!(most > 50, "the space was used: {most}");
+    }
+
+    #[test]
+    fn tidy_drops_stale_entries_and_bits_when_they_dominate() {
+        let mut n = Names::default();
+        for i in 0..1000 {
+            name(&mut n, obj(i), None, &format!("A_{i}"));
+        }
+        // A few frees: nothing to tidy.
+        for i in 0..10 {
+            n.remove(i);
+        }
+        n.tidy();
+        assert_eq!(n.index.stale, 10);
+        // Most freed: the index is made again from the 100 live names.
+        for i in 10..900 {
+            n.remove(i);
+        }
+        n.tidy();
+        assert_eq!((n.index.used, n.index.stale), (100, 0));
+        // The freed names' filter bits are gone: no probe for them.
+        assert!(!n.index.may_hold(n.table.get("A").unwrap(), 6));
+        for i in 0..1000 {
+            let want = (i >= 900).then(|| obj(i));
+            assert_eq!(n.find(None, &format!("A_{i}")), want, "A_{i}");
+        }
+        // And the names can be given again.
+        name(&mut n, obj(5), None, "A_5");
+        assert_eq!(n.find(None, "A_5"), Some(obj(5)));
     }
 
     #[test]
