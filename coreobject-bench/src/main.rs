@@ -569,8 +569,9 @@ fn run_weak(s: &Settings, quick: bool, a: &WeakArgs) -> Result<WorkloadResult, S
     Ok(w)
 }
 
-/// binary-trees at each depth asked for (one workload each, all named
-/// `binary-trees`; their `depth` parameter tells them apart).
+/// binary-trees at each depth asked for, one workload each: the first
+/// named `binary-trees`, the others `binary-trees-d{depth}` (workloads are
+/// told apart by name).
 fn run_trees(s: &Settings, quick: bool, a: &TreesArgs) -> Result<Vec<WorkloadResult>, String> {
     if a.depth.is_empty() {
         return Ok(vec![run_tree_depth(
@@ -578,7 +579,17 @@ fn run_trees(s: &Settings, quick: bool, a: &TreesArgs) -> Result<Vec<WorkloadRes
             pick(None, quick, TARGET_TREE_DEPTH, 12),
         )?]);
     }
-    a.depth.iter().map(|&d| run_tree_depth(s, d)).collect()
+    a.depth
+        .iter()
+        .enumerate()
+        .map(|(k, &d)| {
+            let mut w = run_tree_depth(s, d)?;
+            if k > 0 {
+                w.name = format!("binary-trees-d{d}");
+            }
+            Ok(w)
+        })
+        .collect()
 }
 
 fn run_tree_depth(s: &Settings, depth: u32) -> Result<WorkloadResult, String> {
@@ -794,7 +805,10 @@ fn targets(results: &[WorkloadResult]) -> Vec<Target> {
         });
     }
     // Depth 16 is the target size; issue 27 asks for depth 18 beside it.
-    for w in results.iter().filter(|w| w.name == "binary-trees") {
+    for w in results
+        .iter()
+        .filter(|w| w.name.starts_with("binary-trees"))
+    {
         let depth = param(w, "depth");
         let at = depth == TARGET_TREE_DEPTH.to_string() || depth == "18";
         out.push(Target {
