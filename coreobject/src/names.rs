@@ -67,9 +67,21 @@
 //! where the last one stopped (amortized O(1) a name, never a scan from the
 //! start of the range). Records with counted names wait, at
 //! most [`PENDING`] of them, and enter the index together, their lines
-//! loaded at once; a lookup of a number in that range also reads the
-//! waiting records, and a free (or any probe for such a number) puts them
-//! in first, so a waiting record is always a live one.
+//! loaded at once; a lookup also reads the waiting records, and a free
+//! (or any probe) puts them in first, so a waiting record is always a live
+//! one.
+//!
+//! # Free names skip the probe too
+//!
+//! Beside the index, a filter holds one bit per live name (base and
+//! number, under any outer), 64 consecutive numbers of a base to a word
+//! ([`Index::filter`]). A name whose bit is clear is held by no object, so
+//! naming an object with it needs no probe either: its record waits among
+//! the pending ones like a generated name's. A program that names objects
+//! in runs of numbers (`Actor_0`, `Actor_1`, …) reads one filter word per
+//! 64 names, in cache, instead of one index line per name. A set bit (the
+//! name is held, or was until a free, or another run shares the word)
+//! falls back to the probe, after the pending records enter the index.
 //!
 //! Class default objects live in the same index, at the top level (no
 //! outer), under names that start with [`DEFAULT_PREFIX`]. User names may
@@ -85,7 +97,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rustc_hash::FxBuildHasher;
@@ -603,6 +615,18 @@ fn hash(outer: u64, base: u32, number: u32) -> u64 {
     h ^ (h >> 32)
 }
 
+/// The word of the name `(base, number)` in a filter of `words` words (a
+/// power of two): a hash of the base and the number's bits above the low
+/// six (see [`Index::filter`]).
+#[inline]
+fn filter_word(base: u32, number: u32, words: usize) -> usize {
+    let group = (u64::from(base) << 32) | u64::from(number >> 6);
+    let mut h = group.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    (h >> 32) as usize & words.wrapping_sub(1)
+}
+
 /// The index from (outer, base, number) to the object: open addressing
 /// with linear probing over one array of 4-byte entries, 0 for empty. With
 /// `2^bits` entries, an entry is a record id plus one in its low `bits`
@@ -626,7 +650,22 @@ struct Index {
     /// Stale entries: one per named object freed since the last rebuild,
     /// less those overwritten.
     stale: usize,
+    /// A filter over the names (base and number, under any outer) of every
+    /// live record, in the index or pending: one bit per name, in 64-bit
+    /// words, one word per [`FILTER_RATIO`] entries (see
+    /// [`filter_at`](Self::filter_at)). A name whose bit is clear is held
+    /// by no live object under any outer, so naming an object with it needs
+    /// no probe (see [`Names::take_key`]). Freed names keep their bits until
+    /// the next rebuild, which makes the filter again from the live
+    /// records: a stale bit, or two runs of numbers sharing a word, only
+    /// costs a probe.
+    filter: Vec<u64>,
 }
+
+/// Index entries per filter word: 16 entries of 4 bytes to 8 bytes of
+/// filter, so the filter is an eighth of the index (1 MiB at a million
+/// names) and stays in cache where the index does not.
+const FILTER_RATIO: usize = 16;
 
 impl Index {
     #[inline]
@@ -656,6 +695,37 @@ impl Index {
     #[inline]
     fn id(&self, e: u32) -> u32 {
         ((u64::from(e) & ((1 << self.bits) - 1)) - 1) as u32
+    }
+
+    /// The filter word of a name `(base, number)` and its bit there: a
+    /// word covers 64 consecutive numbers of one base (a hash of the base
+    /// and the number's high bits picks it; the low six bits pick the bit),
+    /// under every outer at once. So objects named in a run of numbers
+    /// (`Actor_0`, `Actor_1`, …, or generated names) read and mark one
+    /// word per 64 of them: the filter's line is in cache where a hashed
+    /// index line would be a miss per name.
+    #[inline]
+    fn filter_at(&self, base: u32, number: u32) -> (usize, u64) {
+        let word = filter_word(base, number, self.filter.len());
+        (word, 1u64 << (number & 63))
+    }
+
+    /// Whether a live record may hold the name `(base, number)` under some
+    /// outer: false proves that none does.
+    #[inline]
+    fn may_hold(&self, base: u32, number: u32) -> bool {
+        if self.filter.is_empty() {
+            return false;
+        }
+        let (word, bit) = self.filter_at(base, number);
+        self.filter[word] & bit != 0
+    }
+
+    /// Marks the name `(base, number)` as held in the filter.
+    #[inline]
+    fn hold(&mut self, base: u32, number: u32) {
+        let (word, bit) = self.filter_at(base, number);
+        self.filter[word] |= bit;
     }
 
     /// Whether one more entry keeps the load at most 3/4.
@@ -723,8 +793,10 @@ impl Index {
         if self.entries.len() == len {
             // Cheaper than fresh pages: no page faults.
             self.entries.fill(0);
+            self.filter.fill(0);
         } else {
             self.entries = vec![0; len];
+            self.filter = vec![0; len / FILTER_RATIO];
         }
         self.bits = len.trailing_zeros();
         self.used = 0;
@@ -736,6 +808,7 @@ impl Index {
                 continue;
             }
             let h = r.hash();
+            self.hold(r.base, r.number);
             let at = self.home(h);
             prefetch_line(&self.entries[at]);
             batch[n] = (at, self.entry(h, id as u32));
@@ -772,44 +845,48 @@ impl Index {
     }
 }
 
-/// Where the index's entries are, kept beside the lock that guards them
-/// (in the heap) so that a creation can start loading the entry its name
-/// will take before it takes the lock: the load then overlaps the work
-/// before the probe. Read without synchronization, so possibly out of date:
-/// it is only ever used for a prefetch, a hint that never faults.
+/// Where the index's filter is, kept beside the lock that guards it (in
+/// the heap) so that a creation can start loading the filter word its
+/// name reads before it takes the lock: the load then overlaps the work
+/// before the claim. Read without synchronization, so possibly out of
+/// date: it is only ever used for a prefetch, a hint that never faults.
 #[derive(Default)]
 pub(crate) struct Hint {
-    entries: AtomicUsize,
-    bits: AtomicU32,
+    filter: AtomicUsize,
+    words: AtomicUsize,
 }
 
 impl Hint {
-    /// Starts loading the first index entry of `name` under `outer`, if it
-    /// is a [`Name`] (a string needs the table to find its base).
+    /// Starts loading the filter word of `name`, if it is a [`Name`] (a
+    /// string needs the table to find its base).
     #[inline]
-    pub(crate) fn prefetch(&self, outer: Option<AnyObj>, name: &NameArg) {
+    pub(crate) fn prefetch(&self, name: &NameArg) {
         let NameArg::Name(n) = name else { return };
         if cfg!(miri) {
             // A prefetch does nothing under miri, and the address is made
             // from an integer, which strict provenance refuses.
             return;
         }
-        let entries = self.entries.load(Ordering::Relaxed);
-        if entries == 0 {
+        let filter = self.filter.load(Ordering::Relaxed);
+        if filter == 0 {
             return;
         }
-        let bits = self.bits.load(Ordering::Relaxed).clamp(1, 32);
-        let h = hash(outer.map_or(0, AnyObj::to_bits), n.base, n.number);
-        prefetch_line((entries as *const u32).wrapping_add((h >> (64 - bits)) as usize));
+        let words = self.words.load(Ordering::Relaxed);
+        if words == 0 {
+            return;
+        }
+        let word = filter_word(n.base, n.number, words);
+        prefetch_line((filter as *const u64).wrapping_add(word));
     }
 
-    /// Records where the entries of `names` are now.
+    /// Records where the filter of `names` is now.
     #[inline]
     pub(crate) fn update(&self, names: &Names) {
-        let entries = names.index.entries.as_ptr() as usize;
-        if self.entries.load(Ordering::Relaxed) != entries {
-            self.bits.store(names.index.bits, Ordering::Relaxed);
-            self.entries.store(entries, Ordering::Relaxed);
+        let filter = names.index.filter.as_ptr() as usize;
+        if self.filter.load(Ordering::Relaxed) != filter {
+            self.words
+                .store(names.index.filter.len(), Ordering::Relaxed);
+            self.filter.store(filter, Ordering::Relaxed);
         }
     }
 }
@@ -874,14 +951,14 @@ impl Names {
         self.lookup(&Key::new(outer, id, number))
     }
 
-    /// The live object holding `key`: in the index, or for a generated
-    /// number, among the pending records too.
+    /// The live object holding `key`: none if the filter says so, else in
+    /// the index or among the pending records.
     fn lookup(&self, key: &Key) -> Option<AnyObj> {
+        if !self.index.may_hold(key.base, key.number) {
+            return None;
+        }
         if let Some(o) = self.index.find(&self.recs, key) {
             return Some(o);
-        }
-        if key.number < UNIQUE_FIRST {
-            return None;
         }
         self.pending
             .iter()
@@ -953,10 +1030,18 @@ impl Names {
     }
 
     /// Counts a use of `key`'s base and finds the index entry it will take.
+    /// A key the filter proves free is not probed: its record waits among
+    /// the pending ones, like a generated name's, and enters the index in
+    /// the next batch.
     fn take_key(&mut self, mut key: Key) -> Result<Key, Error> {
         self.table.entries[key.base as usize].uses += 1;
-        self.enter_range(&key);
         self.make_room();
+        if !self.index.may_hold(key.base, key.number) {
+            key.at = Key::PENDING;
+            self.pass_unique(&key);
+            return Ok(key);
+        }
+        self.flush();
         match self.index.probe(&self.recs, &key) {
             Ok((at, reuse)) => {
                 key.at = at;
@@ -1013,6 +1098,10 @@ impl Names {
                 None => (e.next_unique, e.used_up) = (UNIQUE_FIRST, true),
             }
             e.uses += 1;
+            if self.index.filter.is_empty() {
+                // The filter must exist for the insert to mark the key.
+                self.make_room();
+            }
             let mut key = Key::new(outer, base, number);
             key.at = Key::PENDING;
             return Ok(key);
@@ -1036,15 +1125,6 @@ impl Names {
                 return self.claim(outer, &NameArg::Name(self.table.name(base, number)));
             }
             number = next;
-        }
-    }
-
-    /// Before a probe for `key`: a number in the generated range may be
-    /// held by a pending record, so those enter the index first.
-    #[inline]
-    fn enter_range(&mut self, key: &Key) {
-        if key.number >= UNIQUE_FIRST {
-            self.flush();
         }
     }
 
@@ -1129,7 +1209,7 @@ impl Names {
         let id = self.table.intern(base);
         self.table.entries[id as usize].uses += 1;
         let mut key = Key::new(None, id, number);
-        self.enter_range(&key);
+        self.flush();
         self.make_room();
         (key.at, key.reuse) = self
             .index
@@ -1154,6 +1234,7 @@ impl Names {
             outer: [key.outer as u32, (key.outer >> 32) as u32],
             slot: obj.index(),
         });
+        self.index.hold(key.base, key.number);
         if key.at == Key::PENDING {
             self.pending.push(id);
             if self.pending.len() >= PENDING {
@@ -1214,6 +1295,21 @@ impl Names {
         };
         self.index.stale += 1;
         self.table.release(base);
+    }
+
+    /// After a purge: if stale entries fill at least a quarter of the
+    /// index and outnumber the live names twice over, makes the index and
+    /// its filter again from the live records (cheap then: few to place),
+    /// so that the next names find empty entries and clear filter bits
+    /// instead of paying for the freed ones' (a probe each, and a rebuild
+    /// in the middle of the creations).
+    pub(crate) fn tidy(&mut self) {
+        let live = self.recs.recs.len() - self.recs.free.len();
+        if self.index.stale * 4 >= self.index.entries.len() && self.index.stale >= 2 * live {
+            // The rebuild places every live record, the pending ones too.
+            self.index.rebuild(&self.recs);
+            self.pending.clear();
+        }
     }
 
     /// Strings in the table (live entries).
@@ -1290,6 +1386,7 @@ mod tests {
         assert_eq!(n.find(None, "Hero"), Some(b));
         n.remove(2);
         assert_eq!(n.index.used, n.index.stale, "every entry is stale");
+        n.flush();
         n.index.rebuild(&n.recs);
         assert_eq!(n.index.used, 0);
         assert_eq!(n.strings(), 0, "the last use forgets the string");
@@ -1426,6 +1523,7 @@ mod tests {
             for i in (0..600).filter(|i| i % 3 == 2) {
                 name(&mut n, at(i, 1), None, &format!("B_{i}"));
             }
+            n.flush();
             n.index.rebuild(&n.recs);
             assert_eq!((n.index.used, n.index.stale), (400, 0), "spread {spread}");
             for i in 0..600u32 {
@@ -1439,6 +1537,138 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Names given, taken, freed and generated at random, against a
+    /// `HashMap` from (outer, name string) to slot: every claim is refused
+    /// exactly when the model holds the name, and after each step every
+    /// name of the space is found exactly where the model has it. Names
+    /// come in runs of numbers (the filter's words), under a few outers
+    /// and none, with plain bases and generated numbers; frees leave stale
+    /// entries and stale filter bits behind, and bursts of frees end with
+    /// a [`Names::tidy`]. Fails if a name's filter bit is not set on insert
+    /// (a taken name would be given twice).
+    #[test]
+    fn the_filter_never_hides_a_live_name() {
+        use std::collections::HashMap;
+        let steps = if cfg!(miri) { 400 } else { 20_000 };
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut rand = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut n = Names::default();
+        let mut model: HashMap<(Option<AnyObj>, String), u32> = HashMap::new();
+        // Live slots and their (outer, name); serials grow so a reused
+        // slot is a new object.
+        let mut live: HashMap<u32, (Option<AnyObj>, String)> = HashMap::new();
+        let mut serial = 1u32 << 22;
+        let mut most = 0;
+        let outers = [None, Some(obj(900_001)), Some(obj(900_002))];
+        let space = |k: u64| -> String {
+            match k % 5 {
+                0 => "Plain".to_string(),
+                1 | 2 => format!("Actor_{}", k / 5),
+                3 => format!("Prop_{}", 64 * (k / 5)),
+                _ => format!("Actor_{}", (1u64 << 31) + k / 5),
+            }
+        };
+        for step in 0..steps {
+            match rand(10) {
+                0..=5 => {
+                    let slot = rand(300) as u32;
+                    if live.contains_key(&slot) {
+                        continue;
+                    }
+                    let outer = outers[rand(3) as usize];
+                    serial += 1;
+                    let o = AnyObj::new(slot, NonZeroU32::new(serial).unwrap());
+                    let key = if rand(8) == 0 {
+                        n.claim_unique(outer, &text("Actor"))
+                    } else {
+                        let s = space(rand(400));
+                        let got = n.claim(outer, &text(&s));
+                        let held = model.contains_key(&(outer, s.clone()));
+                        assert_eq!(got.is_err(), held, "step {step}: claim {s} under {outer:?}");
+                        got
+                    };
+                    let Ok(key) = key else { continue };
+                    n.insert(o, key);
+                    let s = n.name_of(slot).unwrap().to_string();
+                    assert!(
+                        model.insert((outer, s.clone()), slot).is_none(),
+                        "{s} twice"
+                    );
+                    live.insert(slot, (outer, s));
+                }
+                6 if rand(4) == 0 => {
+                    // Many frees, then what a purge's end does.
+                    for _ in 0..200 {
+                        let slot = rand(300) as u32;
+                        n.remove(slot);
+                        if let Some(k) = live.remove(&slot) {
+                            model.remove(&k);
+                        }
+                    }
+                    n.tidy();
+                }
+                _ => {
+                    let slot = rand(300) as u32;
+                    n.remove(slot);
+                    if let Some(k) = live.remove(&slot) {
+                        model.remove(&k);
+                    }
+                }
+            }
+            most = most.max(model.len());
+            if step % 97 == 0 || step + 1 == steps {
+                for k in 0..400 {
+                    for outer in outers {
+                        let s = space(k);
+                        let want = model.get(&(outer, s.clone())).copied();
+                        let got = n.find(outer, &s).map(|o| o.index());
+                        assert_eq!(got, want, "step {step}: find {s} under {outer:?}");
+                    }
+                }
+                for (&slot, (outer, s)) in &live {
+                    assert_eq!(n.find(*outer, s).map(|o| o.index()), Some(slot));
+                }
+            }
+        }
+        assert!(most > 50, "the space was used: {most}");
+    }
+
+    #[test]
+    fn tidy_drops_stale_entries_and_bits_when_they_dominate() {
+        // Smaller under miri; the same shares either way.
+        let all: u32 = if cfg!(miri) { 200 } else { 1000 };
+        let mut n = Names::default();
+        for i in 0..all {
+            name(&mut n, obj(i), None, &format!("A_{i}"));
+        }
+        // A few frees: nothing to tidy.
+        for i in 0..all / 100 {
+            n.remove(i);
+        }
+        n.tidy();
+        assert_eq!(n.index.stale, all as usize / 100);
+        // Most freed: the index is made again from the tenth left live.
+        for i in all / 100..all / 10 * 9 {
+            n.remove(i);
+        }
+        n.tidy();
+        assert_eq!((n.index.used, n.index.stale), (all as usize / 10, 0));
+        // The freed names' filter bits are gone: no probe for them.
+        assert!(!n.index.may_hold(n.table.get("A").unwrap(), 6));
+        for i in 0..all {
+            let want = (i >= all / 10 * 9).then(|| obj(i));
+            assert_eq!(n.find(None, &format!("A_{i}")), want, "A_{i}");
+        }
+        // And the names can be given again.
+        name(&mut n, obj(5), None, "A_5");
+        assert_eq!(n.find(None, "A_5"), Some(obj(5)));
     }
 
     #[test]
@@ -1533,7 +1763,8 @@ mod tests {
             assert!(seen.insert(k.number), "{} given twice", k.number);
             assert_ne!(k.number, Name::MAX_NUMBER + 1, "taken by obj 1");
         }
-        assert!(n.pending.is_empty(), "probed names enter the index at once");
+        // Names the filter proves free wait among the pending; the rest
+        // were probed. Either way each is found.
         for i in 2..40 {
             let name = n.name_of(i).unwrap();
             assert_eq!(n.find(None, &name), Some(obj(i)));

@@ -478,6 +478,9 @@ impl Collector {
                         cycle.step = Step::Free(next);
                         return false;
                     }
+                    // Every free of the cycle is done: drop the index's
+                    // stale entries if they have come to dominate it.
+                    stage.names.get_mut().tidy();
                     cycle.step = Step::Settle(0);
                 }
                 Step::Settle(mut k) => {

@@ -340,9 +340,9 @@ impl Heap {
         unique: bool,
     ) -> Result<Obj<T>, Error> {
         if !unique {
-            // Start loading the name's index entry: it arrives while the
+            // Start loading the name's filter word: it arrives while the
             // outer is checked and the lock taken.
-            self.name_hint.prefetch(outer, name);
+            self.name_hint.prefetch(name);
         }
         if let Some(o) = outer {
             self.array.lookup(o, flags::DEAD)?;
