@@ -40,16 +40,18 @@ pub struct Params {
 /// Levels the objects are spread over (each rooted, each an outer).
 pub const LEVELS: usize = 1000;
 
+/// A rooted level, the outer of a thousandth of the objects.
 #[derive(Object, Default)]
 #[object(save)]
-struct Level {
+pub(crate) struct Level {
     index: u32,
 }
 
+/// An object of the world: three scalars and 1-4 handles.
 #[derive(Object, Default)]
 #[object(save)]
-struct Thing {
-    a: u64,
+pub(crate) struct Thing {
+    pub(crate) a: u64,
     b: f32,
     c: u32,
     links: Vec<Obj<Thing>>,
@@ -57,7 +59,7 @@ struct Thing {
 
 /// The same object as plain data.
 #[derive(Clone, Serialize, Deserialize, bitcode::Encode, bitcode::Decode, PartialEq, Debug)]
-struct Plain {
+pub(crate) struct Plain {
     a: u64,
     b: f32,
     c: u32,
@@ -98,7 +100,7 @@ pub fn metrics() -> Vec<Metric> {
     ]
 }
 
-fn config(n: usize) -> HeapConfig {
+pub(crate) fn config(n: usize) -> HeapConfig {
     HeapConfig {
         max_objects: ((n + LEVELS) as u32).max(HeapConfig::DEFAULT.max_objects),
         gc: GcConfig::MANUAL,
@@ -108,6 +110,13 @@ fn config(n: usize) -> HeapConfig {
 
 /// The world, and the same data as plain structs (levels first).
 fn world(n: usize) -> Result<(Heap, Vec<Plain>), String> {
+    world_and_things(n).map(|(heap, _, plain)| (heap, plain))
+}
+
+/// The world, its objects' handles (levels not included), and the same
+/// data as plain structs (levels first).
+#[allow(clippy::type_complexity)]
+pub(crate) fn world_and_things(n: usize) -> Result<(Heap, Vec<Obj<Thing>>, Vec<Plain>), String> {
     let mut heap = Heap::with_config(config(n)).map_err(|e| e.to_string())?;
     let mut rng = fastrand::Rng::with_seed(25);
     let mut plain = Vec::with_capacity(n + LEVELS);
@@ -160,7 +169,7 @@ fn world(n: usize) -> Result<(Heap, Vec<Plain>), String> {
         heap[things[k]].links = links.iter().map(|&j| things[j as usize]).collect();
         plain[LEVELS + k].links = links.iter().map(|&j| (LEVELS as u32) + j).collect();
     }
-    Ok((heap, plain))
+    Ok((heap, things, plain))
 }
 
 /// What a program without `Heap::load` writes: create each object with its

@@ -20,69 +20,18 @@
 //! longest step and the final step.
 //!
 //! `cargo run --release -p coreobject-bench --features redb -- store [--objects N] [--changed K] [--reps R]`
-//! (also `--bin store -- [N] [K] [R]`, and part of `all`, at 20,000 objects
-//! with `--quick`).
+//! (part of `all`, at 20,000 objects with `--quick`).
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use coreobject::save::{CaptureBudget, FileStore, MemStore, SaveStore};
-use coreobject::{GcConfig, Heap, HeapConfig, Obj, Object};
+use coreobject::save::{CaptureBudget, ChangeSet, FileStore, MemStore, SaveStore, StoreSaved};
+use coreobject::{Heap, Obj};
 
-const LEVELS: usize = 1000;
+use crate::saveload::{world_and_things, Thing, LEVELS};
 
-#[derive(Object, Default)]
-#[object(save)]
-struct Level {
-    index: u32,
-}
-
-#[derive(Object, Default)]
-#[object(save)]
-struct Thing {
-    a: u64,
-    b: f32,
-    c: u32,
-    links: Vec<Obj<Thing>>,
-}
-
+/// The `saveload` world.
 fn world(n: usize) -> (Heap, Vec<Obj<Thing>>) {
-    let mut heap = Heap::with_config(HeapConfig {
-        max_objects: ((n + LEVELS) as u32).max(HeapConfig::DEFAULT.max_objects),
-        gc: GcConfig::MANUAL,
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap();
-    let mut rng = fastrand::Rng::with_seed(26);
-    let levels: Vec<Obj<Level>> = (0..LEVELS)
-        .map(|i| {
-            heap.spawn(Level { index: i as u32 })
-                .name(format!("Level_{i}"))
-                .root()
-                .create()
-                .unwrap()
-        })
-        .collect();
-    let mut things = Vec::with_capacity(n);
-    for k in 0..n {
-        let t = heap
-            .spawn(Thing {
-                a: k as u64,
-                b: k as f32,
-                c: k as u32,
-                links: Vec::new(),
-            })
-            .outer(levels[k % LEVELS])
-            .name(format!("Thing_{k}"))
-            .create()
-            .unwrap();
-        things.push(t);
-    }
-    for &t in &things {
-        let links = (0..rng.usize(1..=4))
-            .map(|_| things[rng.usize(..n)])
-            .collect();
-        heap[t].links = links;
-    }
+    let (heap, things, _) = world_and_things(n).unwrap();
     (heap, things)
 }
 
@@ -102,6 +51,28 @@ struct Row {
     incremental: f64,
 }
 
+/// Changes `k` random objects (some twice), then captures what changed
+/// since the store's last save: the change set, its counts, and the
+/// capture's time.
+fn change_and_capture(
+    heap: &mut Heap,
+    things: &[Obj<Thing>],
+    k: usize,
+    rng: &mut fastrand::Rng,
+    store: &mut dyn SaveStore,
+) -> (ChangeSet, StoreSaved, Duration) {
+    for _ in 0..k {
+        let t = things[rng.usize(..things.len())];
+        heap[t].a += 1;
+    }
+    let meta = store.meta().unwrap();
+    let t = Instant::now();
+    let (change, saved) = heap.capture(meta.as_ref()).unwrap();
+    let d = t.elapsed();
+    assert!(saved.written <= k && saved.written > k / 2);
+    (change, saved, d)
+}
+
 fn once(
     heap: &mut Heap,
     things: &[Obj<Thing>],
@@ -114,18 +85,10 @@ fn once(
     let s = heap.save_store(store).unwrap();
     let whole = ms(t.elapsed());
     assert_eq!(s.written, things.len() + LEVELS);
-    for _ in 0..k {
-        let t = things[rng.usize(..things.len())];
-        heap[t].a += 1;
-    }
-    let meta = store.meta().unwrap();
-    let t = Instant::now();
-    let (change, saved) = heap.capture(meta.as_ref()).unwrap();
-    let capture = t.elapsed();
+    let (change, _, capture) = change_and_capture(heap, things, k, rng, store);
     let t = Instant::now();
     store.commit(&change).unwrap();
     let commit = t.elapsed();
-    assert!(saved.written <= k && saved.written > k / 2);
     Row {
         whole,
         capture: ms(capture),
@@ -186,15 +149,7 @@ fn capture_only(heap: &mut Heap, things: &[Obj<Thing>], k: usize, runs: usize) {
     drop(change);
     let mut per = Vec::new();
     for r in 0..runs {
-        for _ in 0..k {
-            let t = things[rng.usize(..things.len())];
-            heap[t].a += 1;
-        }
-        let meta = store.meta().unwrap();
-        let t = Instant::now();
-        let (change, saved) = heap.capture(meta.as_ref()).unwrap();
-        let d = t.elapsed();
-        assert!(saved.written <= k && saved.written > k / 2);
+        let (change, saved, d) = change_and_capture(heap, things, k, &mut rng, &mut store);
         store.commit(&change).unwrap();
         let ns = d.as_nanos() as f64 / saved.written as f64;
         println!(

@@ -7,8 +7,6 @@
 //! store holds exactly the live objects' ids; and a save with nothing
 //! changed writes nothing but the interior-mutable objects.
 
-use std::sync::Mutex;
-
 use coreobject::save::{FileStore, MemStore, SaveStore};
 use coreobject::{AnyObj, Data, Heap, Obj, Object};
 use proptest::prelude::*;
@@ -19,59 +17,15 @@ use store_graph::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Create {
-        outer: Option<u8>,
-        named: bool,
-        rooted: bool,
-        value: i64,
-    },
-    CreateCell {
-        outer: Option<u8>,
-        v: i64,
-    },
-    Set {
-        who: u8,
-        value: i64,
-    },
-    Link {
-        who: u8,
-        to: u8,
-        weak: bool,
-    },
-    Unlink {
-        who: u8,
-    },
-    Poke {
-        who: u8,
-        v: i64,
-    },
-    Root {
-        who: u8,
-        on: bool,
-    },
-    Garbage {
-        who: u8,
-    },
-    Major,
-    Minor,
-    Sliced,
+    Mutate(Mutation),
+    Collect(Gc),
     Save,
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (proptest::option::of(any::<u8>()), any::<bool>(), proptest::bool::weighted(0.4), any::<i64>())
-            .prop_map(|(outer, named, rooted, value)| Op::Create { outer, named, rooted, value }),
-        1 => (proptest::option::of(any::<u8>()), any::<i64>()).prop_map(|(outer, v)| Op::CreateCell { outer, v }),
-        3 => (any::<u8>(), any::<i64>()).prop_map(|(who, value)| Op::Set { who, value }),
-        3 => (any::<u8>(), any::<u8>(), any::<bool>()).prop_map(|(who, to, weak)| Op::Link { who, to, weak }),
-        1 => any::<u8>().prop_map(|who| Op::Unlink { who }),
-        1 => (any::<u8>(), any::<i64>()).prop_map(|(who, v)| Op::Poke { who, v }),
-        1 => (any::<u8>(), any::<bool>()).prop_map(|(who, on)| Op::Root { who, on }),
-        1 => any::<u8>().prop_map(|who| Op::Garbage { who }),
-        1 => Just(Op::Major),
-        1 => Just(Op::Minor),
-        1 => Just(Op::Sliced),
+        16 => mutation().prop_map(Op::Mutate),
+        3 => gc().prop_map(Op::Collect),
         3 => Just(Op::Save),
     ]
 }
@@ -79,111 +33,12 @@ fn op() -> impl Strategy<Value = Op> {
 fn run(ops: &[Op], store: &mut dyn SaveStore) {
     let mut heap = Heap::new();
     let mut all: Vec<AnyObj> = Vec::new();
-    let mut cells = 0usize;
-    let mut since_save = false;
     for (k, op) in ops.iter().enumerate() {
-        match *op {
-            Op::Create {
-                outer,
-                named,
-                rooted,
-                value,
-            } => {
-                let outer = outer.and_then(|o| pick(&all, o, &heap));
-                let mut b = heap.spawn(Node {
-                    value,
-                    label: format!("n{k}"),
-                    ..Node::default()
-                });
-                if let Some(o) = outer {
-                    b = b.outer(o);
-                }
-                if named {
-                    b = b.name(format!("N{k}").as_str());
-                }
-                if rooted {
-                    b = b.root();
-                }
-                all.push(b.create().unwrap().any());
-                since_save = true;
-            }
-            Op::CreateCell { outer, v } => {
-                let outer = outer.and_then(|o| pick(&all, o, &heap));
-                let mut b = heap.spawn(Cell { v: Mutex::new(v) }).root();
-                if let Some(o) = outer {
-                    b = b.outer(o);
-                }
-                let c = b.create().unwrap();
-                all.push(c.any());
-                cells += 1;
-                since_save = true;
-                // Someone holds it.
-                if let Some(n) = pick(&all, k as u8, &heap).and_then(|h| heap.downcast::<Node>(h)) {
-                    heap[n].cell = Some(c);
-                }
-            }
-            Op::Set { who, value } => {
-                if let Some(n) = pick(&all, who, &heap).and_then(|h| heap.downcast::<Node>(h)) {
-                    heap[n].value = value;
-                    since_save = true;
-                }
-            }
-            Op::Link { who, to, weak } => {
-                let n = pick(&all, who, &heap).and_then(|h| heap.downcast::<Node>(h));
-                let t = pick(&all, to, &heap).and_then(|h| heap.downcast::<Node>(h));
-                if let (Some(n), Some(t)) = (n, t) {
-                    if weak {
-                        heap[n].weak = Some(t.downgrade());
-                    } else {
-                        heap[n].next.push(t);
-                    }
-                    since_save = true;
-                }
-            }
-            Op::Unlink { who } => {
-                if let Some(n) = pick(&all, who, &heap).and_then(|h| heap.downcast::<Node>(h)) {
-                    heap[n].next.clear();
-                    since_save = true;
-                }
-            }
-            Op::Poke { who, v } => {
-                // Behind `&self`: counted as changed by its class.
-                if let Some(c) = pick(&all, who, &heap).and_then(|h| heap.downcast::<Cell>(h)) {
-                    *heap.get(c).unwrap().v.lock().unwrap() = v;
-                }
-            }
-            Op::Root { who, on } => {
-                if let Some(h) = pick(&all, who, &heap) {
-                    if on {
-                        heap.add_to_root(h).unwrap();
-                    } else {
-                        heap.remove_from_root(h).unwrap();
-                    }
-                    since_save = true;
-                }
-            }
-            Op::Garbage { who } => {
-                if let Some(h) = pick(&all, who, &heap) {
-                    heap.mark_as_garbage(h).unwrap();
-                    since_save = true;
-                }
-            }
-            Op::Major => {
-                heap.collect().unwrap();
-                since_save = true;
-            }
-            Op::Minor => {
-                heap.collect_minor().unwrap();
-                since_save = true;
-            }
-            Op::Sliced => {
-                // A cycle in slices, with saves allowed between them.
-                heap.step(3);
-                heap.step(3);
-                since_save = true;
-            }
+        match op {
+            Op::Mutate(m) => apply(&mut heap, &mut all, k, m),
+            &Op::Collect(g) => collect(&mut heap, g),
             Op::Save => {
-                let s = heap.save_store(store).unwrap();
+                heap.save_store(store).unwrap();
                 check_store(&heap, store);
                 // Nothing changed: only interior-mutable objects rewritten.
                 let again = heap.save_store(store).unwrap();
@@ -193,8 +48,6 @@ fn run(ops: &[Op], store: &mut dyn SaveStore) {
                     .count();
                 assert_eq!(again.written, live_cells, "a save with nothing changed");
                 assert_eq!((again.created, again.deleted), (0, 0));
-                let _ = (s, since_save, cells);
-                since_save = false;
             }
         }
     }
@@ -351,17 +204,7 @@ fn redb_log_and_fold_match_the_heap() {
         rng ^= rng << 17;
         rng
     };
-    let mut nodes: Vec<Obj<Node>> = (0..200)
-        .map(|i| {
-            heap.spawn(Node {
-                value: i,
-                ..Node::default()
-            })
-            .root()
-            .create()
-            .unwrap()
-        })
-        .collect();
+    let mut nodes = rooted_nodes(&mut heap, 200);
     heap.save_store(&mut store).unwrap();
     for round in 0..30 {
         for _ in 0..5 {

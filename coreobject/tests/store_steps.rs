@@ -9,8 +9,6 @@
 //! objects' ids. Also: a mutator writing between every step cannot keep a
 //! capture from ending, and misuse (a stale or foreign capture) is an error.
 
-use std::sync::Mutex;
-
 use coreobject::save::{CaptureBudget, MemStore, SaveStore, StoreError};
 use coreobject::{AnyObj, Heap, Obj};
 use proptest::prelude::*;
@@ -21,39 +19,7 @@ use store_graph::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Create {
-        outer: Option<u8>,
-        named: bool,
-        rooted: bool,
-        value: i64,
-    },
-    CreateCell {
-        outer: Option<u8>,
-        v: i64,
-    },
-    Set {
-        who: u8,
-        value: i64,
-    },
-    Link {
-        who: u8,
-        to: u8,
-        weak: bool,
-    },
-    Unlink {
-        who: u8,
-    },
-    Poke {
-        who: u8,
-        v: i64,
-    },
-    Root {
-        who: u8,
-        on: bool,
-    },
-    Garbage {
-        who: u8,
-    },
+    Mutate(Mutation),
     Clear {
         who: u8,
     },
@@ -61,9 +27,7 @@ enum Op {
         who: u8,
         to: Option<u8>,
     },
-    Major,
-    Minor,
-    Sliced,
+    Collect(Gc),
     /// One capture step looking at this many slots (a new capture begins
     /// when none is in flight).
     Step(u8),
@@ -71,20 +35,10 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (proptest::option::of(any::<u8>()), any::<bool>(), proptest::bool::weighted(0.4), any::<i64>())
-            .prop_map(|(outer, named, rooted, value)| Op::Create { outer, named, rooted, value }),
-        1 => (proptest::option::of(any::<u8>()), any::<i64>()).prop_map(|(outer, v)| Op::CreateCell { outer, v }),
-        4 => (any::<u8>(), any::<i64>()).prop_map(|(who, value)| Op::Set { who, value }),
-        3 => (any::<u8>(), any::<u8>(), any::<bool>()).prop_map(|(who, to, weak)| Op::Link { who, to, weak }),
-        1 => any::<u8>().prop_map(|who| Op::Unlink { who }),
-        1 => (any::<u8>(), any::<i64>()).prop_map(|(who, v)| Op::Poke { who, v }),
-        1 => (any::<u8>(), any::<bool>()).prop_map(|(who, on)| Op::Root { who, on }),
-        1 => any::<u8>().prop_map(|who| Op::Garbage { who }),
+        16 => mutation().prop_map(Op::Mutate),
         1 => any::<u8>().prop_map(|who| Op::Clear { who }),
         1 => (any::<u8>(), proptest::option::of(any::<u8>())).prop_map(|(who, to)| Op::Move { who, to }),
-        1 => Just(Op::Major),
-        1 => Just(Op::Minor),
-        1 => Just(Op::Sliced),
+        3 => gc().prop_map(Op::Collect),
         6 => (1u8..6).prop_map(Op::Step),
     ]
 }
@@ -108,83 +62,9 @@ fn run(ops: &[Op]) {
     let mut cap = None;
     let mut finished = 0;
     for (k, op) in ops.iter().enumerate() {
-        match *op {
-            Op::Create {
-                outer,
-                named,
-                rooted,
-                value,
-            } => {
-                let outer = outer.and_then(|o| pick(&all, o, &heap));
-                let mut b = heap.spawn(Node {
-                    value,
-                    label: format!("n{k}"),
-                    ..Node::default()
-                });
-                if let Some(o) = outer {
-                    b = b.outer(o);
-                }
-                if named {
-                    b = b.name(format!("N{k}").as_str());
-                }
-                if rooted {
-                    b = b.root();
-                }
-                all.push(b.create().unwrap().any());
-            }
-            Op::CreateCell { outer, v } => {
-                let outer = outer.and_then(|o| pick(&all, o, &heap));
-                let mut b = heap.spawn(Cell { v: Mutex::new(v) }).root();
-                if let Some(o) = outer {
-                    b = b.outer(o);
-                }
-                let c = b.create().unwrap();
-                all.push(c.any());
-                if let Some(n) = pick(&all, k as u8, &heap).and_then(|h| heap.downcast::<Node>(h)) {
-                    heap[n].cell = Some(c);
-                }
-            }
-            Op::Set { who, value } => {
-                if let Some(n) = pick(&all, who, &heap).and_then(|h| heap.downcast::<Node>(h)) {
-                    heap[n].value = value;
-                }
-            }
-            Op::Link { who, to, weak } => {
-                let n = pick(&all, who, &heap).and_then(|h| heap.downcast::<Node>(h));
-                let t = pick(&all, to, &heap).and_then(|h| heap.downcast::<Node>(h));
-                if let (Some(n), Some(t)) = (n, t) {
-                    if weak {
-                        heap[n].weak = Some(t.downgrade());
-                    } else {
-                        heap[n].next.push(t);
-                    }
-                }
-            }
-            Op::Unlink { who } => {
-                if let Some(n) = pick(&all, who, &heap).and_then(|h| heap.downcast::<Node>(h)) {
-                    heap[n].next.clear();
-                }
-            }
-            Op::Poke { who, v } => {
-                if let Some(c) = pick(&all, who, &heap).and_then(|h| heap.downcast::<Cell>(h)) {
-                    *heap.get(c).unwrap().v.lock().unwrap() = v;
-                }
-            }
-            Op::Root { who, on } => {
-                if let Some(h) = pick(&all, who, &heap) {
-                    if on {
-                        heap.add_to_root(h).unwrap();
-                    } else {
-                        heap.remove_from_root(h).unwrap();
-                    }
-                }
-            }
-            Op::Garbage { who } => {
-                if let Some(h) = pick(&all, who, &heap) {
-                    heap.mark_as_garbage(h).unwrap();
-                }
-            }
-            Op::Clear { who } => {
+        match op {
+            Op::Mutate(m) => apply(&mut heap, &mut all, k, m),
+            &Op::Clear { who } => {
                 // Any object not yet freed, garbage or not.
                 let live: Vec<AnyObj> = all
                     .iter()
@@ -195,7 +75,7 @@ fn run(ops: &[Op]) {
                     let _ = heap.clear_garbage(live[who as usize % live.len()]);
                 }
             }
-            Op::Move { who, to } => {
+            &Op::Move { who, to } => {
                 if let Some(h) = pick(&all, who, &heap) {
                     let to = to.and_then(|t| pick(&all, t, &heap));
                     // Only with an outer already (an outer is for life
@@ -207,17 +87,8 @@ fn run(ops: &[Op]) {
                     }
                 }
             }
-            Op::Major => {
-                heap.collect().unwrap();
-            }
-            Op::Minor => {
-                heap.collect_minor().unwrap();
-            }
-            Op::Sliced => {
-                heap.step(3);
-                heap.step(3);
-            }
-            Op::Step(n) => {
+            &Op::Collect(g) => collect(&mut heap, g),
+            &Op::Step(n) => {
                 let meta = store.meta().unwrap();
                 let c = cap.get_or_insert_with(|| heap.capture_begin(meta.as_ref()));
                 if let Some((change, _)) = heap
@@ -267,17 +138,7 @@ proptest! {
 #[test]
 fn a_busy_mutator_cannot_keep_a_capture_from_ending() {
     let mut heap = Heap::new();
-    let nodes: Vec<Obj<Node>> = (0..500)
-        .map(|i| {
-            heap.spawn(Node {
-                value: i,
-                ..Node::default()
-            })
-            .root()
-            .create()
-            .unwrap()
-        })
-        .collect();
+    let nodes = rooted_nodes(&mut heap, 500);
     let mut store = MemStore::default();
     heap.save_store(&mut store).unwrap();
     for n in &nodes {
@@ -358,17 +219,7 @@ fn a_stale_or_foreign_capture_is_refused() {
 fn churn_between_steps_leaves_no_dead_record() {
     let n = if cfg!(miri) { 200 } else { 5_000 };
     let mut heap = Heap::new();
-    let levels: Vec<Obj<Node>> = (0..10)
-        .map(|i| {
-            heap.spawn(Node {
-                value: i,
-                ..Node::default()
-            })
-            .root()
-            .create()
-            .unwrap()
-        })
-        .collect();
+    let levels = rooted_nodes(&mut heap, 10);
     let mut live: Vec<Obj<Node>> = Vec::new();
     let mut store = MemStore::default();
     let mut rng = 7u64;

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use coreobject::save::{PersistentId, SaveStore};
 use coreobject::{AnyObj, Heap, Obj, Object, Weak};
+use proptest::prelude::*;
 
 #[derive(Object, Default, Debug)]
 #[object(save)]
@@ -107,4 +108,185 @@ pub fn check_store(heap: &Heap, store: &mut dyn SaveStore) {
     let loaded = copy.load_store(store, None).unwrap();
     assert_eq!(loaded.objects.len(), want.len());
     assert_eq!(graph(&copy), want, "loaded graph");
+}
+
+/// A change to the graph that both store models make between saves.
+#[derive(Clone, Debug)]
+pub enum Mutation {
+    Create {
+        outer: Option<u8>,
+        named: bool,
+        rooted: bool,
+        value: i64,
+    },
+    CreateCell {
+        outer: Option<u8>,
+        v: i64,
+    },
+    Set {
+        who: u8,
+        value: i64,
+    },
+    Link {
+        who: u8,
+        to: u8,
+        weak: bool,
+    },
+    Unlink {
+        who: u8,
+    },
+    /// Behind `&self`: counted as changed by its class.
+    Poke {
+        who: u8,
+        v: i64,
+    },
+    Root {
+        who: u8,
+        on: bool,
+    },
+    Garbage {
+        who: u8,
+    },
+}
+
+pub fn mutation() -> impl Strategy<Value = Mutation> {
+    use Mutation::*;
+    prop_oneof![
+        4 => (proptest::option::of(any::<u8>()), any::<bool>(), proptest::bool::weighted(0.4), any::<i64>())
+            .prop_map(|(outer, named, rooted, value)| Create { outer, named, rooted, value }),
+        1 => (proptest::option::of(any::<u8>()), any::<i64>()).prop_map(|(outer, v)| CreateCell { outer, v }),
+        4 => (any::<u8>(), any::<i64>()).prop_map(|(who, value)| Set { who, value }),
+        3 => (any::<u8>(), any::<u8>(), any::<bool>()).prop_map(|(who, to, weak)| Link { who, to, weak }),
+        1 => any::<u8>().prop_map(|who| Unlink { who }),
+        1 => (any::<u8>(), any::<i64>()).prop_map(|(who, v)| Poke { who, v }),
+        1 => (any::<u8>(), any::<bool>()).prop_map(|(who, on)| Root { who, on }),
+        1 => any::<u8>().prop_map(|who| Garbage { who }),
+    ]
+}
+
+/// Applies `m` (the `k`th op of a run) to `heap`; `all` lists every object
+/// the run created.
+pub fn apply(heap: &mut Heap, all: &mut Vec<AnyObj>, k: usize, m: &Mutation) {
+    let node = |heap: &Heap, all: &[AnyObj], who: u8| {
+        pick(all, who, heap).and_then(|h| heap.downcast::<Node>(h))
+    };
+    match *m {
+        Mutation::Create {
+            outer,
+            named,
+            rooted,
+            value,
+        } => {
+            let outer = outer.and_then(|o| pick(all, o, heap));
+            let mut b = heap.spawn(Node {
+                value,
+                label: format!("n{k}"),
+                ..Node::default()
+            });
+            if let Some(o) = outer {
+                b = b.outer(o);
+            }
+            if named {
+                b = b.name(format!("N{k}").as_str());
+            }
+            if rooted {
+                b = b.root();
+            }
+            all.push(b.create().unwrap().any());
+        }
+        Mutation::CreateCell { outer, v } => {
+            let outer = outer.and_then(|o| pick(all, o, heap));
+            let mut b = heap.spawn(Cell { v: Mutex::new(v) }).root();
+            if let Some(o) = outer {
+                b = b.outer(o);
+            }
+            let c = b.create().unwrap();
+            all.push(c.any());
+            // Someone holds it.
+            if let Some(n) = node(heap, all, k as u8) {
+                heap[n].cell = Some(c);
+            }
+        }
+        Mutation::Set { who, value } => {
+            if let Some(n) = node(heap, all, who) {
+                heap[n].value = value;
+            }
+        }
+        Mutation::Link { who, to, weak } => {
+            if let (Some(n), Some(t)) = (node(heap, all, who), node(heap, all, to)) {
+                if weak {
+                    heap[n].weak = Some(t.downgrade());
+                } else {
+                    heap[n].next.push(t);
+                }
+            }
+        }
+        Mutation::Unlink { who } => {
+            if let Some(n) = node(heap, all, who) {
+                heap[n].next.clear();
+            }
+        }
+        Mutation::Poke { who, v } => {
+            if let Some(c) = pick(all, who, heap).and_then(|h| heap.downcast::<Cell>(h)) {
+                *heap.get(c).unwrap().v.lock().unwrap() = v;
+            }
+        }
+        Mutation::Root { who, on } => {
+            if let Some(h) = pick(all, who, heap) {
+                if on {
+                    heap.add_to_root(h).unwrap();
+                } else {
+                    heap.remove_from_root(h).unwrap();
+                }
+            }
+        }
+        Mutation::Garbage { who } => {
+            if let Some(h) = pick(all, who, heap) {
+                heap.mark_as_garbage(h).unwrap();
+            }
+        }
+    }
+}
+
+/// `count` objects of value `0..count`, each a root.
+pub fn rooted_nodes(heap: &mut Heap, count: i64) -> Vec<Obj<Node>> {
+    (0..count)
+        .map(|i| {
+            heap.spawn(Node {
+                value: i,
+                ..Node::default()
+            })
+            .root()
+            .create()
+            .unwrap()
+        })
+        .collect()
+}
+
+/// A collection between captures or saves.
+#[derive(Clone, Copy, Debug)]
+pub enum Gc {
+    Major,
+    Minor,
+    /// Two slices of a cycle, with captures or saves allowed between them.
+    Sliced,
+}
+
+pub fn gc() -> impl Strategy<Value = Gc> {
+    prop_oneof![Just(Gc::Major), Just(Gc::Minor), Just(Gc::Sliced)]
+}
+
+pub fn collect(heap: &mut Heap, gc: Gc) {
+    match gc {
+        Gc::Major => {
+            heap.collect().unwrap();
+        }
+        Gc::Minor => {
+            heap.collect_minor().unwrap();
+        }
+        Gc::Sliced => {
+            heap.step(3);
+            heap.step(3);
+        }
+    }
 }
