@@ -211,10 +211,12 @@ mod tests {
         };
         let (mut shared, mut owned) = (Dirty::default(), Dirty::default());
         let (mut a, mut b, mut sub) = (Vec::new(), Vec::new(), Vec::new());
-        for round in 0..20u32 {
+        // Smaller under miri (about 30 s at the full size there).
+        let (rounds, marks) = if cfg!(miri) { (6u32, 60) } else { (20, 300) };
+        for round in 0..rounds {
             let covered = 64 * round;
             let mut model = std::collections::BTreeSet::new();
-            for _ in 0..300 {
+            for _ in 0..marks {
                 let i = rand(covered + 200);
                 shared.mark(i);
                 owned.mark_mut(i);
