@@ -72,8 +72,10 @@ pub(crate) mod flags {
     /// Its class may not be in a GC cluster (`#[object(cluster = false)]`),
     /// here so that gathering a cluster needs no look at the object.
     pub const NO_CLUSTER: u32 = 1 << 14;
-    /// Written through `get_mut` since the last save into a store (set by
-    /// the write barrier, cleared by the save's capture: `save/store.rs`).
+    /// Created, or written through `get_mut`, since the last save into a
+    /// store (set at creation and by the write barrier, cleared by the
+    /// save's capture: `save/store.rs`); objects a load places start
+    /// without it.
     pub const CHANGED: u32 = 1 << 15;
     /// Hidden from `get`: garbage or being destroyed.
     pub const DEAD: u32 = GARBAGE | UNREACHABLE;

@@ -24,7 +24,7 @@ use crate::save::ids::Dirty;
 pub(super) fn note_write(
     gc: &mut Collector,
     clusters: &mut Clusters,
-    dirty: &Dirty,
+    dirty: &mut Dirty,
     item: &Item,
     index: u32,
 ) {
@@ -38,9 +38,11 @@ pub(super) fn note_write(
 
 /// Marks the object changed since the last save into a store (once per
 /// save: a flag test on the fast path), and the first time puts its slot in
-/// the set the next capture looks at.
+/// the set the next capture looks at. Objects are born changed (their slot
+/// is in that set from their creation), so a new object's first write
+/// finds the flag set; the `&mut Dirty` says the caller holds `&mut Heap`.
 #[inline(always)]
-pub(super) fn note_changed(dirty: &Dirty, item: &Item, index: u32) {
+pub(super) fn note_changed(dirty: &mut Dirty, item: &Item, index: u32) {
     if item.flags() & flags::CHANGED == 0 {
         first_change(dirty, item, index);
     }
@@ -48,9 +50,11 @@ pub(super) fn note_changed(dirty: &Dirty, item: &Item, index: u32) {
 
 #[cold]
 #[inline(never)]
-fn first_change(dirty: &Dirty, item: &Item, index: u32) {
-    item.set(flags::CHANGED);
-    dirty.mark(index);
+fn first_change(dirty: &mut Dirty, item: &Item, index: u32) {
+    // The caller holds `&mut Heap`: no other thread sets this item's flags
+    // or the set's bits meanwhile, so neither needs a locked instruction.
+    item.set_exclusive(flags::CHANGED);
+    dirty.mark_mut(index);
 }
 
 /// Handles [`GetMany`] reads ahead of the one it resolves: the item of the
@@ -253,7 +257,7 @@ impl Heap {
         note_write(
             &mut self.gc,
             self.clusters.get_mut(),
-            &self.store_dirty,
+            &mut self.store_dirty,
             item,
             h.index(),
         );
@@ -307,7 +311,7 @@ impl Heap {
         // saw.
         let index = h.any_obj().index();
         let (v, item) = self.array.resolve_mut::<H::Target>(h.any_obj())?;
-        note_changed(&self.store_dirty, item, index);
+        note_changed(&mut self.store_dirty, item, index);
         Ok(v.data_view())
     }
 
@@ -345,7 +349,7 @@ impl Heap {
             note_write(
                 &mut self.gc,
                 self.clusters.get_mut(),
-                &self.store_dirty,
+                &mut self.store_dirty,
                 item,
                 index,
             );
@@ -481,6 +485,40 @@ impl<T: Object> Index<Weak<T>> for Heap {
         match self.try_get(h) {
             Ok(v) => v,
             Err(e) => index_failed(h, e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::array::flags;
+    use crate::Heap;
+
+    #[derive(crate::Object)]
+    struct Cell(u32);
+
+    /// Every way to create an object makes it born changed (its slot is in
+    /// the capture's set from its creation), so that its first write
+    /// through `get_mut` finds `CHANGED` set and takes no locked
+    /// instruction; a write after the flag is cleared (as a capture does)
+    /// sets it again. Fails with `CHANGED` left out of the birth flags.
+    #[test]
+    fn objects_are_born_changed_and_writes_mark_them_again() {
+        let mut heap = Heap::new();
+        let made = [
+            heap.create(Cell(1)),
+            heap.create_mut(Cell(2)),
+            heap.spawn(Cell(3)).name("Three").create().unwrap(),
+            heap.spawn_mut(Cell(4)).name("Four").create().unwrap(),
+        ];
+        for h in made {
+            let f = heap.array.at(h.index()).flags();
+            assert_ne!(f & flags::CHANGED, 0, "{h:?} born without CHANGED");
+            heap.store_unchange(h.index());
+            assert_eq!(heap.array.at(h.index()).flags() & flags::CHANGED, 0);
+            heap.get_mut(h).unwrap().0 += 10;
+            let f = heap.array.at(h.index()).flags();
+            assert_ne!(f & flags::CHANGED, 0, "{h:?} written but not CHANGED");
         }
     }
 }

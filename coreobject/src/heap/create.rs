@@ -213,9 +213,12 @@ impl Heap {
     /// ```
     #[inline]
     pub fn try_create_mut<T: Object>(&mut self, value: T) -> Result<Obj<T>, Error> {
-        let birth = self.gc.birth_flags();
+        let birth = self.gc.birth_flags() | flags::CHANGED;
         match self.array.create_mut(value, None, birth) {
             Some(h) => {
+                // Born changed: its slot joins the capture's set, as in
+                // `publish_quiet` (a plain store: `&mut self`).
+                self.store_dirty.mark_mut(h.index());
                 self.gc.note_alloc(T::class().size());
                 if !self.listeners.create.is_empty() {
                     self.notify_create(h.any());
@@ -289,13 +292,17 @@ impl Heap {
             }
             None => None,
         };
-        let extra = self.gc.birth_flags() | if key.is_some() { flags::NAMED } else { 0 };
+        let named = if key.is_some() { flags::NAMED } else { 0 };
+        let extra = self.gc.birth_flags() | flags::CHANGED | named;
         let Some(h) = self.array.create_mut(value, outer, extra) else {
             if let Some(key) = key {
                 self.names.get_mut().release(key);
             }
             return Err(self.cap_error());
         };
+        // Born changed: its slot joins the capture's set, as in
+        // `publish_quiet` (a plain store: `&mut self`).
+        self.store_dirty.mark_mut(h.index());
         self.gc.note_alloc(T::class().size());
         if let Some(key) = key {
             self.names.get_mut().insert(h.any(), key);
@@ -365,7 +372,7 @@ impl Heap {
         };
         // Filled with its NAMED flag: the record is in place before the lock
         // goes, and nothing frees an object while the lock is held.
-        let h = self.publish_quiet(index, value, outer, flags::NAMED);
+        let h = self.publish_quiet(index, value, outer, flags::NAMED | flags::CHANGED);
         names.insert(h.any(), key);
         drop(names);
         if !self.listeners.create.is_empty() {
@@ -496,7 +503,12 @@ impl Heap {
         outer: Option<AnyObj>,
         extra: u32,
     ) -> Obj<T> {
-        let h = self.publish_quiet(index, value, outer, extra);
+        // Born `CHANGED`: a capture looks at a slot filled since the last
+        // one (`publish_quiet` marks it), so the object's first write
+        // through `get_mut` has nothing to add and finds the flag set (no
+        // locked instruction on the item). Objects a load places are not:
+        // they are what the store holds.
+        let h = self.publish_quiet(index, value, outer, extra | flags::CHANGED);
         if !self.listeners.create.is_empty() {
             self.notify_create(h.any());
         }

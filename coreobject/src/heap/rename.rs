@@ -146,13 +146,17 @@ impl Rename<'_> {
             super::access::note_write(
                 &mut heap.gc,
                 heap.clusters.get_mut(),
-                &heap.store_dirty,
+                &mut heap.store_dirty,
                 item,
                 obj.index(),
             );
         }
         // Its record in a store names it and its outer.
-        super::access::note_changed(&heap.store_dirty, heap.array.at(obj.index()), obj.index());
+        super::access::note_changed(
+            &mut heap.store_dirty,
+            heap.array.at(obj.index()),
+            obj.index(),
+        );
         Ok(())
     }
 }
