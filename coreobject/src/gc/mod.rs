@@ -398,6 +398,8 @@ struct Cycle {
     /// remembered set when it completes, and what the cycle created stays
     /// young.
     written: Vec<u32>,
+    /// How many of `written` the settle step has put in the remembered set.
+    written_done: usize,
     /// Minor cycles: the slots the sweep and the free steps visit (the young
     /// objects, old ones marked as garbage; the free step adds the pending
     /// objects finished this cycle). Major cycles walk the bitmap instead.
@@ -757,6 +759,7 @@ impl Collector {
             kind,
             scanned_born: 0,
             written: std::mem::take(&mut self.spare_written),
+            written_done: 0,
             list,
             remembered: std::mem::take(&mut self.regrey),
             old_clusters: HashMap::default(),
@@ -938,20 +941,19 @@ impl Collector {
             // those changed since marking ended are in it already.
             self.bits
                 .resize((array.high_water() as usize).div_ceil(64), 0);
-            for &i in &cycle.written {
-                self.written_seen[(i >> 6) as usize] &= !(1 << (i & 63));
+            // (The settle step did most of them, under its budget.)
+            for &i in &cycle.written[cycle.written_done..] {
                 let old = self
                     .bits
                     .get((i >> 6) as usize)
                     .is_some_and(|w| w & (1 << (i & 63)) != 0);
-                let item = array.at(i);
-                if old
-                    && item.object().is_some()
-                    && item.flags() & flags::UNREACHABLE == 0
-                    && item.set(flags::REGREY) & flags::REGREY == 0
-                {
-                    self.regrey.push(i);
-                }
+                sweep::remember_written(
+                    &mut self.written_seen,
+                    &mut self.regrey,
+                    array.at(i),
+                    i,
+                    old,
+                );
             }
             // The objects created during the cycle are the front of the
             // next young list: handed to the allocator's record as they
