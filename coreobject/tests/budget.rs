@@ -428,3 +428,81 @@ fn a_tick_reports_its_work_and_the_phases_it_ran() {
         (Phase::Idle, Phase::Idle, 0)
     );
 }
+
+/// The slice that ends marking re-scans what the program changed since the
+/// previous slice, not what it changed during the whole cycle (issue 24,
+/// round two). A mutator writes (through `get_mut`) `k` objects it has not
+/// written before between every two slices, so the re-scan list holds every
+/// object written since marking began when the queue first runs dry. Every
+/// slice of `step(n)` stays within `2n + 64` units, plus the `k` objects
+/// written since the previous slice, plus a sixteenth of all the cycle's
+/// writes (the share of the older entries a finishing slice owes) and a
+/// small floor. Before the change, the slice whose queue first ran dry
+/// re-scanned the whole list at once: tens of thousands of units here.
+#[test]
+fn the_slice_that_ends_marking_rescans_one_slices_writes() {
+    let objects = large() / 4;
+    let (n, k) = (500, 100);
+    for kind in [CycleKind::Major, CycleKind::Minor] {
+        let mut heap = heap(1);
+        let hub = heap.spawn(Node::default()).root().create().unwrap();
+        let mut all: Vec<Obj<Node>> = Vec::with_capacity(objects);
+        for i in 0..objects {
+            let kids = match i {
+                0 => Vec::new(),
+                _ => (0..2).map(|j| all[(i * 7 + j * 131) % i]).collect(),
+            };
+            all.push(heap.create(Node {
+                kids,
+                ..Node::default()
+            }));
+        }
+        heap[hub].kids = all.clone();
+        if kind == CycleKind::Minor {
+            // The objects above are old; a minor cycle marks as many young
+            // ones, kept by the hub.
+            heap.collect().unwrap();
+            let young: Vec<_> = (0..objects)
+                .map(|i| {
+                    heap.create(Node {
+                        kids: vec![all[i]],
+                        ..Node::default()
+                    })
+                })
+                .collect();
+            heap[hub].kids.extend(young);
+            all = heap.iter_of::<Node>().map(|(h, _)| h).collect();
+        }
+        let (mut next, mut writes, mut largest, mut slices) = (0, 0usize, (0, 0), 0);
+        loop {
+            let t = step(&mut heap, kind, Some(n));
+            slices += 1;
+            let limit = 2 * n + 64 + k + writes.div_ceil(16) + 32;
+            largest = largest.max((t.work, limit));
+            assert!(
+                t.work <= limit,
+                "{kind:?}: slice {slices} ({:?}) did {} units, limit {limit} ({writes} writes so far)",
+                t.began_in,
+                t.work
+            );
+            if t.completed.is_some() {
+                break;
+            }
+            if t.phase == Phase::Mark {
+                for _ in 0..k {
+                    let o = all[next % all.len()];
+                    next += 1;
+                    heap.get_mut(o).unwrap().id += 1;
+                }
+                writes += k;
+            }
+        }
+        // The case the test is about happened: marking ran long enough for
+        // the writes to pile up far beyond one slice's.
+        assert!(writes >= 40 * k, "{kind:?}: only {writes} writes");
+        let last = heap.last_collection().unwrap();
+        assert_eq!(last.kind, kind);
+        assert_eq!(last.freed, 0, "{kind:?}");
+        assert!(all.iter().all(|&o| heap.contains(o)));
+    }
+}

@@ -849,6 +849,13 @@ impl ObjectArray {
         self.table.take_recorded(out);
     }
 
+    /// Puts `list` before the slots handed out since the last
+    /// [`take_born`](Self::take_born), so that the next one returns them
+    /// all, without copying `list`; returns a spare buffer.
+    pub(crate) fn prepend_born(&mut self, list: Vec<u32>) -> Vec<u32> {
+        self.table.prepend_recorded(list)
+    }
+
     /// Objects allocated.
     pub(crate) fn len(&self) -> usize {
         self.table.high_water() as usize

@@ -507,11 +507,27 @@ impl Table {
         }
     }
 
-    /// Moves the recorded indices into `out`.
+    /// Moves the recorded indices into `out`: into an empty `out` by
+    /// swapping buffers (no copy, however many were recorded).
     pub(crate) fn take_recorded(&mut self, out: &mut Vec<u32>) {
         if let Some(t) = &mut self.taken {
-            out.append(t);
+            if out.is_empty() {
+                std::mem::swap(out, t);
+            } else {
+                out.append(t);
+            }
         }
+    }
+
+    /// Makes `list` the front of the recorded indices (those recorded since
+    /// follow it), without copying it; returns the buffer it replaces.
+    /// Not recording: returns `list`.
+    pub(crate) fn prepend_recorded(&mut self, mut list: Vec<u32>) -> Vec<u32> {
+        if let Some(t) = &mut self.taken {
+            list.append(t);
+            std::mem::swap(t, &mut list);
+        }
+        list
     }
 
     /// Live entries on the free list (as of the last `sync`).

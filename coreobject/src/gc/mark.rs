@@ -439,7 +439,7 @@ impl<'a> Marker<'a> {
 
     /// Asks for the memory `scan` will read behind the object's pointers.
     #[inline(always)]
-    fn prefetch_refs(p: NonNull<Header>) {
+    pub(super) fn prefetch_refs(p: NonNull<Header>) {
         // SAFETY: as in `scan`.
         let h = unsafe { p.as_ref() };
         if h.class().needs_trace() {

@@ -11,9 +11,9 @@ use rustc_hash::FxBuildHasher;
 
 use super::budget::Budget;
 use super::{par, Collector, CountVisits, Cycle, CycleKind, Marker, Stage, Step};
-use crate::array::flags;
+use crate::array::{flags, Chunks};
 use crate::handle::AnyObj;
-use crate::trace::Visitor;
+use crate::trace::{prefetch_line, Visitor};
 
 impl Collector {
     /// One marking slice. Returns `true` when marking is complete (the cycle
@@ -24,9 +24,24 @@ impl Collector {
         cycle: &mut Cycle,
         budget: &mut Budget,
     ) -> bool {
+        let done = self.mark_slice_inner(stage, cycle, budget);
+        // What the program writes from now on is what the next slice owes.
+        self.regrey_kept = self.regrey.len();
+        done
+    }
+
+    fn mark_slice_inner(
+        &mut self,
+        stage: &mut Stage<'_>,
+        cycle: &mut Cycle,
+        budget: &mut Budget,
+    ) -> bool {
         stage.array.sync();
         stage.array.take_born(&mut cycle.born);
         stage.array.take_touched(&mut self.regrey);
+        // Objects changed since the previous slice (the re-scan list is a
+        // stack: they are on top of what earlier slices left).
+        let written_since = self.regrey.len().saturating_sub(self.regrey_kept);
         // Drains of a large enough heap run on several threads, budgeted or not.
         let threads = cycle.threads;
         if threads > 1 && self.pool.as_ref().map(par::Pool::threads) != Some(threads) {
@@ -130,6 +145,58 @@ impl Collector {
             cycle.step = Step::Mark;
         }
 
+        let generational = self.config.generational;
+        if cycle.finishing {
+            // Objects created since the previous slice: black, but their
+            // references must be traced. Until the queue first runs dry
+            // they wait for the looks (by then most of what they reference
+            // is marked, and each of their handles costs a bit test); from
+            // then on they are scanned first in each slice, so that a
+            // re-scan they were listed for since they were created is void
+            // (see `scan_born`). Budgeted: the looks scan the rest.
+            scan_born(
+                &mut marker,
+                &chunks,
+                &cycle.born,
+                &mut cycle.born_seen,
+                Written {
+                    seen: &mut self.written_seen,
+                    list: &mut cycle.written,
+                    on: generational,
+                },
+                budget,
+            );
+        }
+        if cycle.finishing {
+            // Marking has looked at the re-scan list before and left some of
+            // it: this slice re-scans what the program changed since the
+            // previous one, and a share of the older entries (a sixteenth of
+            // those left when the queue first ran dry, at least
+            // [`RESCAN_FLOOR`]), whatever its budget. So the list never
+            // grows from slice to slice, the older entries are gone within
+            // [`FINISH_SLICES`] slices, and what a final look re-scans is
+            // what the program changed since the previous slice. That work
+            // is counted, not charged, and a timed slice's deadline moves
+            // back by its time: the drain below still gets its budget, so
+            // marking keeps its pace however much the program writes.
+            let t = std::time::Instant::now();
+            let older = self.regrey.len() - written_since;
+            let must = written_since + older.min(cycle.backlog_share);
+            rescan(
+                &mut marker,
+                &chunks,
+                &mut self.regrey,
+                Written {
+                    seen: &mut self.written_seen,
+                    list: &mut cycle.written,
+                    on: generational,
+                },
+                must,
+                budget,
+            );
+            budget.extend(budget.deadline().and_then(|d| d.checked_add(t.elapsed())));
+        }
+
         loop {
             if !drain(&mut marker, budget) {
                 cycle.stats.marked += std::mem::take(&mut marker.marked);
@@ -159,49 +226,55 @@ impl Collector {
             // Objects created since the previous look: black, but their
             // references must be traced. Budgeted: a mutator allocating
             // fast can create many between two slices.
-            while cycle.born_seen < cycle.born.len() {
-                let i = cycle.born[cycle.born_seen];
-                cycle.born_seen += 1;
-                marker.set_mark(i);
-                let item = chunks.at(i);
-                // Scanned even if marked as garbage since: it survives this
-                // cycle, so what it references must too (else clearing the
-                // mark later would expose freed children).
-                if item.flags() & flags::UNREACHABLE == 0 {
-                    if let Some(p) = item.object() {
-                        marker.scan_slot(i, item, p);
-                    }
-                }
-                if budget.spend(1) {
-                    marker.drop_inadmissible_from(looks_from);
-                    cycle.stats.marked += std::mem::take(&mut marker.marked);
-                    return false;
-                }
+            // (Once marking is finishing, most were scanned when the slice
+            // began.)
+            let all = scan_born(
+                &mut marker,
+                &chunks,
+                &cycle.born,
+                &mut cycle.born_seen,
+                Written {
+                    seen: &mut self.written_seen,
+                    list: &mut cycle.written,
+                    on: generational,
+                },
+                budget,
+            );
+            if !all {
+                marker.drop_inadmissible_from(looks_from);
+                cycle.stats.marked += std::mem::take(&mut marker.marked);
+                return false;
             }
             // Objects changed since they were last looked at: through
             // `get_mut` (the write barrier), or, for interior-mutable
             // classes, handed out as `&T` at all (the read barrier). Re-scan
             // the ones already scanned; the others will be scanned, as they
-            // are now, if reached. The whole list, always: it holds each
-            // object changed since the previous slice once, so its cost is
-            // the program's writes, never the heap; it is charged to the
-            // budget; and a mutator that writes between every two slices
-            // cannot keep marking from ending (a partial pass could be
-            // refilled as fast as it is worked off).
-            while let Some(i) = self.regrey.pop() {
-                let item = chunks.at(i);
-                let f = item.clear(flags::REGREY);
-                if self.config.generational {
-                    note_written(&mut self.written_seen, &mut cycle.written, i);
-                }
-                if f & flags::UNREACHABLE == 0
-                    && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
-                {
-                    if let Some(p) = item.object() {
-                        marker.scan_slot(i, item, p);
-                    }
-                }
-                budget.spend(1);
+            // are now, if reached. The list holds each object changed since
+            // marking last emptied it once, so it can hold what the program
+            // changed during the whole cycle: it is worked off under the
+            // budget, and a slice that stops before its end leaves the rest
+            // for the next ones, which owe, before anything else, what the
+            // program changed in between (see `finishing`).
+            if !cycle.finishing {
+                cycle.finishing = true;
+                cycle.backlog_share = self.regrey.len().div_ceil(FINISH_SLICES).max(RESCAN_FLOOR);
+            }
+            let emptied = rescan(
+                &mut marker,
+                &chunks,
+                &mut self.regrey,
+                Written {
+                    seen: &mut self.written_seen,
+                    list: &mut cycle.written,
+                    on: generational,
+                },
+                0,
+                budget,
+            );
+            if !emptied {
+                marker.drop_inadmissible_from(looks_from);
+                cycle.stats.marked += std::mem::take(&mut marker.marked);
+                return false;
             }
             // Referencers report afresh: nothing tells us what they changed.
             for (_, r) in stage.referencers {
@@ -241,6 +314,147 @@ impl Collector {
         });
         true
     }
+}
+
+/// Entries of the re-scan list that a slice re-scans once marking has first
+/// looked at it, on top of what the program changed since the previous
+/// slice, whatever its budget: the list shrinks by at least this much a
+/// slice (or empties), however fast the program writes.
+pub(super) const RESCAN_FLOOR: usize = 32;
+
+/// Slices within which a finishing marking re-scans the entries its first
+/// look left on the re-scan list (on top of what the program changes).
+pub(super) const FINISH_SLICES: usize = 16;
+
+/// Where a cycle lists the objects changed while it marked (see
+/// [`note_written`]); `on` in generational mode.
+struct Written<'w> {
+    seen: &'w mut Vec<u64>,
+    list: &'w mut Vec<u32>,
+    on: bool,
+}
+
+/// Re-scans objects of the re-scan list `regrey`, newest first: the first
+/// `must` counted as work done (not charged to the budget), the others while
+/// the budget lasts. A listed object is re-scanned if marking has scanned it
+/// (it is black) or if it was created during the cycle or is in the pool (it
+/// is scanned whatever it holds); the others are scanned, as they are now,
+/// if reached. An entry whose flag was cleared since it was listed (by
+/// [`scan_born`], which scanned the object after the write) is dropped.
+/// Listed objects lie scattered over the heap: the items and objects of the
+/// next entries are loaded ahead, as marking's pipeline does. Returns `true`
+/// once the list is empty.
+fn rescan(
+    marker: &mut Marker<'_>,
+    chunks: &Chunks,
+    regrey: &mut Vec<u32>,
+    written: Written<'_>,
+    must: usize,
+    budget: &mut Budget,
+) -> bool {
+    let mut n = 0usize;
+    while let Some(i) = regrey.pop() {
+        ahead(chunks, regrey);
+        let item = chunks.at(i);
+        let f = item.clear(flags::REGREY);
+        if f & flags::REGREY == 0 {
+            continue;
+        }
+        if written.on {
+            note_written(written.seen, written.list, i);
+        }
+        if f & flags::UNREACHABLE == 0
+            && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
+        {
+            if let Some(p) = item.object() {
+                marker.scan_slot(i, item, p);
+            }
+        }
+        n += 1;
+        if n <= must {
+            budget.note(1);
+        } else if budget.spend(1) {
+            return regrey.is_empty();
+        }
+    }
+    true
+}
+
+/// Entries of the re-scan list loaded ahead of the one re-scanned: the
+/// item of the one this far down the stack, the object of the one half as
+/// far, the buffers behind the object's references of the one a quarter
+/// as far (each loaded a few entries after the line it reads was asked
+/// for).
+const RESCAN_AHEAD: usize = 12;
+
+/// Asks for the memory the re-scans of the next entries of `regrey` (a
+/// stack: the next is at its end) will read.
+#[inline(always)]
+fn ahead(chunks: &Chunks, regrey: &[u32]) {
+    let len = regrey.len();
+    if len >= RESCAN_AHEAD {
+        if let Some(item) = chunks.get(regrey[len - RESCAN_AHEAD]) {
+            prefetch_line(item as *const _);
+        }
+    }
+    if len >= RESCAN_AHEAD / 2 {
+        if let Some(p) = chunks
+            .get(regrey[len - RESCAN_AHEAD / 2])
+            .and_then(|it| it.object())
+        {
+            prefetch_line(p.as_ptr());
+        }
+    }
+    if len >= RESCAN_AHEAD / 4 {
+        if let Some(item) = chunks.get(regrey[len - RESCAN_AHEAD / 4]) {
+            if item.flags() & flags::UNREACHABLE == 0 {
+                if let Some(p) = item.object() {
+                    Marker::prefetch_refs(p);
+                }
+            }
+        }
+    }
+}
+
+/// Scans the objects created during the cycle from position `*seen` of
+/// `born` (each one once: black, but its references must be traced), while
+/// the budget lasts. An object listed for a re-scan since it was created
+/// has its flag cleared here (and is noted as written): this scan reads it
+/// as it is, after the write, and [`rescan`] drops the entry. Returns
+/// `true` once all of `born` is scanned.
+fn scan_born(
+    marker: &mut Marker<'_>,
+    chunks: &Chunks,
+    born: &[u32],
+    seen: &mut usize,
+    written: Written<'_>,
+    budget: &mut Budget,
+) -> bool {
+    while *seen < born.len() {
+        let i = born[*seen];
+        *seen += 1;
+        marker.set_mark(i);
+        let item = chunks.at(i);
+        let mut f = item.flags();
+        if f & flags::REGREY != 0 {
+            f = item.clear(flags::REGREY);
+            if written.on {
+                note_written(written.seen, written.list, i);
+            }
+        }
+        // Scanned even if marked as garbage since: it survives this
+        // cycle, so what it references must too (else clearing the
+        // mark later would expose freed children).
+        if f & flags::UNREACHABLE == 0 {
+            if let Some(p) = item.object() {
+                marker.scan_slot(i, item, p);
+            }
+        }
+        if budget.spend(1) {
+            return *seen == born.len();
+        }
+    }
+    true
 }
 
 /// A minor cycle's look at young object `y`: a new pool object is

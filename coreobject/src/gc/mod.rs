@@ -89,14 +89,22 @@
 //! * **Progress.** Marking ends in a slice whose looks at what the program
 //!   did (new roots, cleared garbage marks, objects created, the re-scan
 //!   list, referencer reports) grey nothing new: no mutator runs inside a
-//!   slice. The re-scan list is worked off whole in every slice that reaches
-//!   it, and charged to the slice's budget: it holds each object changed
-//!   through `get_mut` since the previous slice once, so its cost is
-//!   proportional to what the program changed in one frame, never to the
-//!   heap or the cycle, and a mutator that writes between every two slices
-//!   cannot refill it faster than it is emptied. (A minor cycle's remembered
-//!   set, the old objects changed since the last cycle, is re-scanned in
-//!   budgeted pieces when the cycle starts.) The looks queue only handles
+//!   slice. The re-scan list holds each object changed since marking last
+//!   looked at it once; until the work queue first runs dry it is only
+//!   gathered, so it can hold what the program changed during the whole
+//!   cycle, and the looks work it off under the budget. From then on
+//!   (marking is *finishing*) every slice first scans the objects created
+//!   since the previous one and re-scans, whatever its budget, the objects
+//!   changed since the previous one plus a sixteenth of the entries the
+//!   first look left (at least 32): the list never grows from slice to
+//!   slice, the older entries are gone within 16 slices, and a final look
+//!   re-scans what the program changed since the previous slice, not during
+//!   the cycle. That owed work is counted as the slice's work but not
+//!   charged to its budget (a timed slice's deadline moves back by its
+//!   time), so the drain keeps its pace however fast the program writes.
+//!   (A minor cycle's remembered set, the old objects changed since the
+//!   last cycle, is re-scanned in budgeted pieces when the cycle starts.)
+//!   The looks queue only handles
 //!   that would mark something, and queued handles that turn out to mark
 //!   nothing (stale, garbage, already marked) are dropped at a unit per
 //!   eight, so no slice drops more than its budget allows. Every slice
@@ -104,6 +112,9 @@
 //!   created during the cycle are black, and the entries are bounded by the
 //!   references of the objects marked, so marking ends after a number of
 //!   slices bounded by the objects and references alive when it began,
+//!   plus 16 (the finishing slices that work off the re-scan list's older
+//!   entries; after them each slice's looks re-scan only what the program
+//!   changed since the previous one, which the slice has already done),
 //!   whatever the mutator does (with [`Heap::step`](crate::Heap::step)`(1)`
 //!   too).
 //! * **What each step costs.** In units of work ([`Tick::work`]), each
@@ -112,7 +123,9 @@
 //!   object) and its remembered set (one per remembered object), the drain
 //!   (one per object marked or queue entry popped, one per eight dead
 //!   entries dropped), the looks at what the program did (one per object
-//!   created or changed), the sweep (one per 64-slot bitmap word of a major
+//!   created or changed; a finishing slice also owes, beyond its budget,
+//!   one per object changed since the previous slice and a sixteenth of
+//!   the re-scan list its first look left), the sweep (one per 64-slot bitmap word of a major
 //!   cycle, or eight young-list entries of a minor one, and one per object
 //!   flagged), the destruction hooks and the free step (one per object).
 //!   The bookkeeping between steps (starting a cycle, ending marking,
@@ -385,6 +398,8 @@ struct Cycle {
     /// remembered set when it completes, and what the cycle created stays
     /// young.
     written: Vec<u32>,
+    /// How many of `written` the settle step has put in the remembered set.
+    written_done: usize,
     /// Minor cycles: the slots the sweep and the free steps visit (the young
     /// objects, old ones marked as garbage; the free step adds the pending
     /// objects finished this cycle). Major cycles walk the bitmap instead.
@@ -395,6 +410,15 @@ struct Cycle {
     /// Minor cycles: whether each GC cluster met among the young objects
     /// has an old member, decided once per cycle (kept across slices).
     old_clusters: HashMap<u32, bool, FxBuildHasher>,
+    /// Marking has looked at the re-scan list (its queue ran dry once):
+    /// from then on every marking slice first re-scans what the program
+    /// changed since the previous slice (and a few older entries), so
+    /// that the list left for the final look is bounded by one slice's
+    /// writes, not the cycle's.
+    finishing: bool,
+    /// Older entries of the re-scan list each finishing slice owes (see
+    /// `mark_phase::FINISH_SLICES`).
+    backlog_share: usize,
 }
 
 /// The collector: its settings, its state between slices, its books.
@@ -415,6 +439,10 @@ pub(crate) struct Collector {
     /// Slots handed out since the last cycle started (with `gen`): the young
     /// objects a minor cycle sweeps.
     young: Vec<u32>,
+    /// Buffers of a completed cycle kept for the next one (its `born` and
+    /// `written` lists).
+    spare_list: Vec<u32>,
+    spare_written: Vec<u32>,
     /// Objects marked as garbage since the last cycle (with `gen`): a minor
     /// cycle frees the old ones among them too.
     garbage: Mutex<Vec<AnyObj>>,
@@ -429,6 +457,9 @@ pub(crate) struct Collector {
     /// `&T` if their class is interior-mutable (the array's touched list,
     /// moved here at each slice).
     regrey: Vec<u32>,
+    /// The re-scan list's length when the last marking slice ended: the
+    /// entries above it are what the program changed since.
+    regrey_kept: usize,
     /// Objects whose garbage mark was cleared during marking (from `&Heap`).
     greyed: Mutex<Vec<AnyObj>>,
     /// One bit per slot: the slots in the cycle's `written` list (all clear
@@ -476,12 +507,15 @@ impl Collector {
             in_flight: false,
             gen,
             young: Vec::new(),
+            spare_list: Vec::new(),
+            spare_written: Vec::new(),
             garbage: Mutex::new(Vec::new()),
             major_survivors: 0,
             bits: Vec::new(),
             queue: VecDeque::new(),
             partial: Vec::new(),
             regrey: Vec::new(),
+            regrey_kept: 0,
             greyed: Mutex::new(Vec::new()),
             revived: Mutex::new(Vec::new()),
             written_seen: Vec::new(),
@@ -547,6 +581,7 @@ impl Collector {
             + self.queue.capacity() * 8
             + self.partial.capacity() * 16
             + self.regrey.capacity() * 4
+            + (self.spare_list.capacity() + self.spare_written.capacity()) * 4
             + self.pending.capacity() * std::mem::size_of::<Pending>()
             + self.roots_scratch.capacity() * 4
             + self.cycle.as_ref().map_or(0, |c| {
@@ -692,6 +727,7 @@ impl Collector {
         self.bits.resize((hw as usize).div_ceil(64), 0);
         self.queue.clear();
         self.partial.clear();
+        self.regrey_kept = 0;
         let mut cycle = Box::new(Cycle {
             step: Step::Pool(0),
             stats: CollectStats {
@@ -712,7 +748,7 @@ impl Collector {
                 1
             },
             roots_seen: 0,
-            born: Vec::new(),
+            born: std::mem::take(&mut self.spare_list),
             born_seen: 0,
             waiting: Vec::new(),
             ready: Vec::new(),
@@ -722,10 +758,13 @@ impl Collector {
             outer_keeps_inners: self.config.outer_keeps_inners,
             kind,
             scanned_born: 0,
-            written: Vec::new(),
+            written: std::mem::take(&mut self.spare_written),
+            written_done: 0,
             list,
             remembered: std::mem::take(&mut self.regrey),
             old_clusters: HashMap::default(),
+            finishing: false,
+            backlog_share: 0,
         });
 
         // Root candidates: drop stale and duplicate entries, keep the rest.
@@ -902,28 +941,27 @@ impl Collector {
             // those changed since marking ended are in it already.
             self.bits
                 .resize((array.high_water() as usize).div_ceil(64), 0);
-            for &i in &cycle.written {
-                self.written_seen[(i >> 6) as usize] &= !(1 << (i & 63));
+            // (The settle step did most of them, under its budget.)
+            for &i in &cycle.written[cycle.written_done..] {
                 let old = self
                     .bits
                     .get((i >> 6) as usize)
                     .is_some_and(|w| w & (1 << (i & 63)) != 0);
-                let item = array.at(i);
-                if old
-                    && item.object().is_some()
-                    && item.flags() & flags::UNREACHABLE == 0
-                    && item.set(flags::REGREY) & flags::REGREY == 0
-                {
-                    self.regrey.push(i);
-                }
+                sweep::remember_written(
+                    &mut self.written_seen,
+                    &mut self.regrey,
+                    array.at(i),
+                    i,
+                    old,
+                );
             }
-            // The young list's buffer is the cycle's sweep list's, kept:
-            // freeing it here would make the allocator consolidate the
-            // chunks the purge just freed, inside the pause.
-            let mut list = std::mem::take(&mut cycle.list);
-            list.clear();
-            list.extend_from_slice(&cycle.born);
-            self.young = list;
+            // The objects created during the cycle are the front of the
+            // next young list: handed to the allocator's record as they
+            // are, so neither this step nor the next cycle's start copies
+            // them (a million objects at a time in the demo).
+            self.young.clear();
+            let spare = array.prepend_born(std::mem::take(&mut cycle.born));
+            drop(spare);
         } else {
             for &i in &cycle.written {
                 self.written_seen[(i >> 6) as usize] &= !(1 << (i & 63));
@@ -938,6 +976,15 @@ impl Collector {
         }
         array.watch(self.gen);
 
+        // Big buffers are kept for the next cycle: freeing them here would
+        // make the allocator consolidate the chunks the purge just freed,
+        // inside this step (several milliseconds at a million objects).
+        let mut list = std::mem::take(&mut cycle.list);
+        list.clear();
+        self.spare_list = list;
+        let mut written = std::mem::take(&mut cycle.written);
+        written.clear();
+        self.spare_written = written;
         let mut stats = cycle.stats;
         stats.pending = self.pending.len();
         stats.live = array.len();

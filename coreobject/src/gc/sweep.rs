@@ -498,6 +498,30 @@ impl Collector {
                         }
                     }
                     cycle.step = Step::Settle(k);
+                    // Generational: the old objects changed while the cycle
+                    // marked join the remembered set here, in budgeted
+                    // pieces, rather than all in `complete` (70,000-170,000
+                    // of them a cycle in the demo at 1M).
+                    if self.config.generational {
+                        let marks = &stage.array.condemned.marks;
+                        while cycle.written_done < cycle.written.len() {
+                            let i = cycle.written[cycle.written_done];
+                            cycle.written_done += 1;
+                            let old = marks
+                                .get((i >> 6) as usize)
+                                .is_some_and(|w| w & (1 << (i & 63)) != 0);
+                            remember_written(
+                                &mut self.written_seen,
+                                &mut self.regrey,
+                                stage.array.at(i),
+                                i,
+                                old,
+                            );
+                            if budget.spend(1) && cycle.written_done < cycle.written.len() {
+                                return false;
+                            }
+                        }
+                    }
                     return true;
                 }
                 Step::Pool(_) | Step::Remembered(_) | Step::Mark => {
@@ -645,4 +669,25 @@ fn free_one(
         }
     }
     bytes
+}
+
+/// Slot `i`, in a cycle's `written` list (see `Cycle::written`), leaves it
+/// (its bit in `seen` is cleared) and, if it is an `old` object still alive
+/// and not yet listed, joins the remembered set `regrey`: it may hold a
+/// handle to an object the cycle created, which stays young.
+pub(super) fn remember_written(
+    seen: &mut [u64],
+    regrey: &mut Vec<u32>,
+    item: &Item,
+    i: u32,
+    old: bool,
+) {
+    seen[(i >> 6) as usize] &= !(1 << (i & 63));
+    if old
+        && item.object().is_some()
+        && item.flags() & flags::UNREACHABLE == 0
+        && item.set(flags::REGREY) & flags::REGREY == 0
+    {
+        regrey.push(i);
+    }
 }
