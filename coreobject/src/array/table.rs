@@ -371,6 +371,90 @@ impl Table {
         Some(index)
     }
 
+    /// Reserves `k` cursor values at once, lock-free: one `fetch_sub` for a
+    /// batch (a per-thread cache's refill, see `tlab`). Returns the highest;
+    /// the batch is `n - k + 1 ..= n`, and [`value_index`](Self::value_index)
+    /// turns each into the index that a lone reservation finding the cursor
+    /// there would take. Until the next [`sync`](Self::sync) they stay
+    /// valid; `sync` counts every value taken, so the values left unused go
+    /// back through [`sync_returning`](Self::sync_returning).
+    #[inline]
+    pub(crate) fn reserve_values(&self, k: i64) -> i64 {
+        self.cursor.fetch_sub(k, Ordering::Relaxed)
+    }
+
+    /// The index of cursor value `v` (taken by
+    /// [`reserve_values`](Self::reserve_values) since the last `sync`), with
+    /// its chunk made; `None` past the cap.
+    #[inline]
+    pub(crate) fn value_index(&self, v: i64) -> Option<u32> {
+        let index = self.index_at(v)?;
+        self.chunks.ensure(index, true);
+        Some(index)
+    }
+
+    /// Cursor values at or below this map past the cap (as of the last `sync`).
+    #[inline]
+    pub(crate) fn past_cap(&self) -> i64 {
+        self.high_water as i64 - self.cap as i64
+    }
+
+    /// The cursor (see the module docs).
+    #[inline]
+    pub(crate) fn cursor(&self) -> i64 {
+        self.cursor.load(Ordering::Acquire)
+    }
+
+    /// Moves the cursor back up to `n`: the values below `n` down to the old
+    /// cursor were reserved and never used (a cache's, settled through
+    /// `&mut`), so they are as if never taken.
+    pub(crate) fn untake(&mut self, n: i64) {
+        debug_assert!(n >= self.cursor.load(Ordering::Relaxed));
+        self.cursor.store(n, Ordering::Release);
+    }
+
+    /// [`high_water`](Self::high_water) with the cursor at `n`.
+    #[inline]
+    pub(crate) fn high_water_at(&self, n: i64) -> u32 {
+        let appended = if n < 0 { -n } else { 0 };
+        (self.high_water as i64 + appended).min(self.cap as i64) as u32
+    }
+
+    /// The index of cursor value `v` without making its chunk (for giving
+    /// unused values back).
+    pub(crate) fn peek_index(&self, v: i64) -> Option<u32> {
+        self.index_at(v)
+    }
+
+    /// [`sync`](Self::sync), then gives back `unused`: indices of cursor
+    /// values that caches reserved and never filled (found with
+    /// [`peek_index`](Self::peek_index) before this call). They go on the
+    /// free list and out of the record of indices handed out. Costs the
+    /// reservations made since the last `sync`, not the table.
+    pub(crate) fn sync_returning(&mut self, unused: &mut [u32]) {
+        let before = self.taken.as_ref().map_or(0, Vec::len);
+        self.sync();
+        if unused.is_empty() {
+            return;
+        }
+        unused.sort_unstable();
+        if let Some(t) = &mut self.taken {
+            let mut k = before;
+            for j in before..t.len() {
+                if unused.binary_search(&t[j]).is_err() {
+                    t[k] = t[j];
+                    k += 1;
+                }
+            }
+            t.truncate(k);
+        }
+        self.free.reserve(unused.len());
+        for &i in unused.iter() {
+            self.free.push(i);
+        }
+        self.cursor.store(self.unreserved(), Ordering::Release);
+    }
+
     /// The index a reservation that found the cursor at `n` takes: from the
     /// free list while `n` is past the gaps, then from the gaps, then fresh
     /// past the high water. `None` at the cap.
@@ -528,7 +612,7 @@ impl Table {
 
     /// Free slots not yet taken by a reservation: free-list entries and gap
     /// slots.
-    #[inline]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn free_remaining(&self) -> usize {
         self.cursor.load(Ordering::Acquire).max(0) as usize
     }
