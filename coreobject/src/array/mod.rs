@@ -137,7 +137,7 @@ impl ObjectArray {
             touched: Mutex::new(Vec::new()),
             condemned: Condemned::default(),
             slabs: Slabs::default(),
-            caches: tlab::Caches::new(),
+            caches: tlab::Caches::new(cap),
             unused: Vec::new(),
         }
     }
@@ -180,7 +180,7 @@ impl ObjectArray {
         if self.pool.open {
             return self.reserve_in_pool();
         }
-        let Some(cache) = self.caches.mine() else {
+        let Some(cache) = self.caches.mine(|| self.roomy()) else {
             return self.table.reserve();
         };
         match cache.take_value() {
@@ -194,7 +194,7 @@ impl ObjectArray {
     #[cold]
     #[inline(never)]
     fn refill(&self, cache: &tlab::Cache) -> Option<u32> {
-        if self.table.cap() - self.table.high_water() < tlab::MARGIN {
+        if !self.roomy() {
             return self.table.reserve();
         }
         let n = self.table.reserve_values(tlab::BATCH);
@@ -202,12 +202,19 @@ impl ObjectArray {
         self.table.value_index(n)
     }
 
+    /// Whether the table is far enough from its cap for per-thread caches
+    /// (see `tlab`).
+    fn roomy(&self) -> bool {
+        self.table.cap() - self.table.high_water() >= tlab::MARGIN
+    }
+
     /// Memory for an object of `layout` through `&self`: from the calling
     /// thread's cache when it has one (one lock per [`tlab::SLAB_BATCH`]
     /// slots), else under the size class's lock.
     #[inline]
     fn alloc_slot(&self, layout: std::alloc::Layout) -> NonNull<u8> {
-        if let (Some(c), Some(cache)) = (slab::class_of(layout), self.caches.mine()) {
+        if let (Some(c), Some(cache)) = (slab::class_of(layout), self.caches.mine(|| self.roomy()))
+        {
             if let Some(p) = cache.take_slot(c) {
                 return p;
             }

@@ -30,7 +30,8 @@
 //!   is the heap's, and the next reclaim empties it.
 //! * Near the cap (fewer than [`MARGIN`] slots left) creation reserves one
 //!   index at a time, as before, so that cached indices never make a
-//!   creation fail while room is left.
+//!   creation fail while room is left: no cache is claimed there, and a
+//!   cache claimed earlier is no longer refilled with indices.
 
 use std::cell::Cell;
 use std::ptr::NonNull;
@@ -63,6 +64,11 @@ pub(crate) const SLAB_BATCH: usize = 2;
 /// Below this many slots left under the cap, creation reserves one index at
 /// a time: every cache may be refilling at once.
 pub(crate) const MARGIN: u32 = (SLOTS as u32) * (BATCH as u32) * 2;
+
+/// Heaps whose cap is below this have no caches: near the cap creation
+/// reserves one index at a time anyway, and a tiny heap keeps the exact
+/// order of the shared path (the free list last-in first-out, then growth).
+pub(crate) const MIN_CAP: u32 = 4 * MARGIN;
 
 /// The process-wide source of keys (never reused). Not a loom atomic: it
 /// only hands out distinct numbers, and loom models start many heaps.
@@ -174,6 +180,9 @@ impl Cache {
 
 /// The heap's caches. See the module docs.
 pub(crate) struct Caches {
+    /// Whether the heap has caches at all: its cap is at least
+    /// [`MIN_CAP`]. Tiny heaps reserve one index at a time.
+    enabled: bool,
     /// This heap's key in the current epoch. Changed only through `&mut`.
     key: u64,
     /// Caches handed to threads in this epoch (may pass [`SLOTS`]: claims
@@ -183,8 +192,9 @@ pub(crate) struct Caches {
 }
 
 impl Caches {
-    pub(crate) fn new() -> Caches {
+    pub(crate) fn new(cap: u32) -> Caches {
         Caches {
+            enabled: cap >= MIN_CAP,
             key: new_key(),
             claimed: AtomicUsize::new(0),
             caches: (0..SLOTS).map(|_| Cache::new()).collect(),
@@ -192,9 +202,13 @@ impl Caches {
     }
 
     /// The calling thread's cache, claimed now if it has none in this
-    /// epoch; `None` once every cache is taken.
+    /// epoch and `roomy()` says the table is far from its cap; `None` once
+    /// every cache is taken, or near the cap.
     #[inline]
-    pub(crate) fn mine(&self) -> Option<&Cache> {
+    pub(crate) fn mine(&self, roomy: impl FnOnce() -> bool) -> Option<&Cache> {
+        if !self.enabled {
+            return None;
+        }
         let key = self.key;
         let slot = ENTRIES.with(|e| {
             for entry in e {
@@ -207,14 +221,14 @@ impl Caches {
         });
         match slot {
             Some(s) => self.caches.get(s as usize),
-            None => self.claim(),
+            None => self.claim(roomy),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn claim(&self) -> Option<&Cache> {
-        if self.claimed.load(Relaxed) >= SLOTS {
+    fn claim(&self, roomy: impl FnOnce() -> bool) -> Option<&Cache> {
+        if !roomy() || self.claimed.load(Relaxed) >= SLOTS {
             return None;
         }
         let s = self.claimed.fetch_add(1, Relaxed);
@@ -231,6 +245,9 @@ impl Caches {
 
     /// The caches in use this epoch.
     fn in_use(&self) -> &[Cache] {
+        if !self.enabled {
+            return &[];
+        }
         let n = self.claimed.load(Relaxed).min(SLOTS);
         &self.caches[..n]
     }
@@ -274,7 +291,7 @@ impl Caches {
     /// [`settle`](Self::settle) first for their cursor values): `slot`
     /// gets each unused object slot with its size class. Ends the epoch.
     pub(crate) fn reclaim(&mut self, mut slot: impl FnMut(usize, NonNull<u8>)) {
-        if self.claimed.load(Relaxed) == 0 {
+        if !self.enabled || self.claimed.load(Relaxed) == 0 {
             return;
         }
         for c in self.in_use() {
