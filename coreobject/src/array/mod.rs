@@ -106,8 +106,10 @@ pub(crate) struct ObjectArray {
     slabs: Slabs,
     /// Per-thread creation caches (`tlab`).
     caches: tlab::Caches,
-    /// Unused cached indices, gathered by a reclaim (kept for its room).
-    unused: Vec<u32>,
+    /// Unused cached cursor values, gathered by a reclaim, and their
+    /// indices (kept for their room).
+    holes: Vec<(i64, i64)>,
+    unused: Vec<(usize, u32)>,
 }
 
 impl fmt::Debug for ObjectArray {
@@ -138,6 +140,7 @@ impl ObjectArray {
             condemned: Condemned::default(),
             slabs: Slabs::default(),
             caches: tlab::Caches::new(cap),
+            holes: Vec::new(),
             unused: Vec::new(),
         }
     }
@@ -243,10 +246,12 @@ impl ObjectArray {
     /// into the free list: unused cached indices go back on it.
     fn sync_caches(&mut self) {
         let past_cap = self.table.past_cap();
-        let mut unused = std::mem::take(&mut self.unused);
-        let table = &self.table;
-        let cursor = self.caches.settle(table.cursor(), |lo, next| {
-            unused.extend((lo.max(past_cap + 1)..=next).filter_map(|v| table.peek_index(v)));
+        let mut holes = std::mem::take(&mut self.holes);
+        holes.clear();
+        let cursor = self.caches.settle(self.table.cursor(), |lo, next| {
+            if next > past_cap {
+                holes.push((lo.max(past_cap + 1), next));
+            }
         });
         self.table.untake(cursor);
         let slabs = &mut self.slabs;
@@ -255,9 +260,8 @@ impl ObjectArray {
             // handed to an object; the reclaim empties the cache, so it is not used again.
             unsafe { slabs.free_unused(c, p) }
         });
-        self.table.sync_returning(&mut unused);
-        unused.clear();
-        self.unused = unused;
+        self.table.sync_returning(&holes, &mut self.unused);
+        self.holes = holes;
     }
 
     /// [`reserve`](Self::reserve) while the pool is open: a slot inside

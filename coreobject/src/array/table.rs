@@ -420,36 +420,40 @@ impl Table {
         (self.high_water as i64 + appended).min(self.cap as i64) as u32
     }
 
-    /// The index of cursor value `v` without making its chunk (for giving
-    /// unused values back).
-    pub(crate) fn peek_index(&self, v: i64) -> Option<u32> {
-        self.index_at(v)
-    }
-
-    /// [`sync`](Self::sync), then gives back `unused`: indices of cursor
-    /// values that caches reserved and never filled (found with
-    /// [`peek_index`](Self::peek_index) before this call). They go on the
-    /// free list and out of the record of indices handed out. Costs the
-    /// reservations made since the last `sync`, not the table.
-    pub(crate) fn sync_returning(&mut self, unused: &mut [u32]) {
-        let before = self.taken.as_ref().map_or(0, Vec::len);
-        self.sync();
-        if unused.is_empty() {
+    /// [`sync`](Self::sync), then gives back `holes`: ranges `lo ..= next`
+    /// of cursor values that caches reserved and never used (none at or
+    /// below [`past_cap`](Self::past_cap)). Their indices go on the free
+    /// list and out of the record of indices handed out, where `sync` puts
+    /// the value `v` at a known place (it records values from the highest
+    /// down: position `unreserved - v` among this sync's entries), so each
+    /// leaves it in O(1). Costs the holes, not the reservations or the table.
+    pub(crate) fn sync_returning(&mut self, holes: &[(i64, i64)], buf: &mut Vec<(usize, u32)>) {
+        if holes.is_empty() {
+            self.sync();
             return;
         }
-        unused.sort_unstable();
-        if let Some(t) = &mut self.taken {
-            let mut k = before;
-            for j in before..t.len() {
-                if unused.binary_search(&t[j]).is_err() {
-                    t[k] = t[j];
-                    k += 1;
+        let top = self.unreserved();
+        let before = self.taken.as_ref().map_or(0, Vec::len);
+        buf.clear();
+        for &(lo, next) in holes {
+            for v in lo..=next {
+                if let Some(i) = self.index_at(v) {
+                    buf.push((before + (top - v) as usize, i));
                 }
             }
-            t.truncate(k);
         }
-        self.free.reserve(unused.len());
-        for &i in unused.iter() {
+        self.sync();
+        if let Some(t) = &mut self.taken {
+            // Highest position first, so that each swap_remove moves an
+            // entry that is not a hole, or one already checked.
+            buf.sort_unstable_by_key(|&(p, _)| std::cmp::Reverse(p));
+            for &(p, i) in buf.iter() {
+                debug_assert_eq!(t.get(p), Some(&i), "a hole's record is misplaced");
+                t.swap_remove(p);
+            }
+        }
+        self.free.reserve(buf.len());
+        for &(_, i) in buf.iter() {
             self.free.push(i);
         }
         self.cursor.store(self.unreserved(), Ordering::Release);

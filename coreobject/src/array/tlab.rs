@@ -90,7 +90,10 @@ loom::thread_local! {
     static ENTRIES: [Cell<(u64, u32)>; MINE] = [const { Cell::new((0, 0)) }; MINE];
 }
 
-/// One thread's cache. See the module docs.
+/// One thread's cache. See the module docs. Aligned to two cache lines, so
+/// that threads writing their own caches on every creation never share a
+/// line (nor its adjacent-line prefetch pair).
+#[repr(align(128))]
 pub(crate) struct Cache {
     /// Cursor values `lo ..= next` are reserved and unused (empty when
     /// `next < lo`).
