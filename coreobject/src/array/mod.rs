@@ -236,7 +236,8 @@ impl ObjectArray {
         // Filled under the size class's lock, handed to the cache after it.
         self.slabs.alloc_batch(c, &mut got);
         let (first, rest) = got.split_first().expect("a batch has slots");
-        for p in rest.iter().flatten() {
+        // Last in first: the cache hands them out in the order the page gave them.
+        for p in rest.iter().rev().flatten() {
             cache.put_slot(c, *p);
         }
         first.expect("alloc_batch fills every slot")
