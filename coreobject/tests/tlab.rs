@@ -168,10 +168,22 @@ fn run(workers: u64, turns: u64, per: u64) {
                             assert_eq!(heap[h].id, id);
                             mine.push((h, id));
                         }
-                        // Still intact while others create.
+                        // Still intact while others create; `len` and the
+                        // iteration read the other threads' caches as they
+                        // refill, and still count this thread's objects.
                         for (h, id) in &mine {
                             assert_eq!(heap[*h].id, *id);
                         }
+                        assert!(heap.len() >= mine.len(), "len {}", heap.len());
+                        let seen = heap
+                            .iter()
+                            .filter(|o| o.id().index() >= mine[0].0.index())
+                            .count();
+                        let want = mine
+                            .iter()
+                            .filter(|(h, _)| h.index() >= mine[0].0.index())
+                            .count();
+                        assert!(seen >= want, "iteration missed objects: {seen} < {want}");
                         s.made.lock().unwrap().extend(mine);
                     }
                     std::thread::yield_now();

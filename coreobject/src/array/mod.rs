@@ -945,11 +945,13 @@ impl ObjectArray {
     /// Objects allocated.
     pub(crate) fn len(&self) -> usize {
         let (cursor, holes) = self.settled();
-        self.table.high_water_at(cursor) as usize
-            - cursor.max(0) as usize
-            - self.retired as usize
-            - self.parked.len()
-            - holes
+        // Saturating: while other threads create, the caches are read as
+        // they go (each cache consistently, the set of them not).
+        (self.table.high_water_at(cursor) as usize)
+            .saturating_sub(cursor.max(0) as usize)
+            .saturating_sub(self.retired as usize)
+            .saturating_sub(self.parked.len())
+            .saturating_sub(holes)
     }
 
     /// The cursor with the caches' unused values settled (see

@@ -95,10 +95,10 @@ loom::thread_local! {
 /// line (nor its adjacent-line prefetch pair).
 #[repr(align(128))]
 pub(crate) struct Cache {
-    /// Cursor values `lo ..= next` are reserved and unused (empty when
-    /// `next < lo`).
-    next: AtomicI64,
-    lo: AtomicI64,
+    /// The reserved, unused cursor values `lo ..= lo + left - 1`, in one
+    /// word (`lo << 8 | left`), so that a thread reading another's cache
+    /// (`len`, `high_water`) never sees half a refill.
+    values: AtomicI64,
     /// The size class of `slots`, plus one (0: none).
     class: AtomicUsize,
     /// Object slots `slots[..count]` are reserved and unused.
@@ -109,8 +109,7 @@ pub(crate) struct Cache {
 impl Cache {
     fn new() -> Cache {
         Cache {
-            next: AtomicI64::new(-1),
-            lo: AtomicI64::new(0),
+            values: AtomicI64::new(0),
             class: AtomicUsize::new(0),
             count: AtomicU32::new(0),
             slots: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
@@ -120,20 +119,21 @@ impl Cache {
     /// The next reserved cursor value, if any is left.
     #[inline(always)]
     pub(crate) fn take_value(&self) -> Option<i64> {
-        let next = self.next.load(Relaxed);
-        if next < self.lo.load(Relaxed) {
+        let w = self.values.load(Relaxed);
+        let left = w & 0xff;
+        if left == 0 {
             return None;
         }
-        self.next.store(next - 1, Relaxed);
-        Some(next)
+        self.values.store(w - 1, Relaxed);
+        Some((w >> 8) + left - 1)
     }
 
     /// Takes the batch `n - k + 1 ..= n` (from the table's
     /// `reserve_values`), of which the caller uses `n` at once.
     #[inline]
     pub(crate) fn refill_values(&self, n: i64, k: i64) {
-        self.lo.store(n - k + 1, Relaxed);
-        self.next.store(n - 1, Relaxed);
+        debug_assert!((1..=255).contains(&k));
+        self.values.store((n - k + 1) << 8 | (k - 1), Relaxed);
     }
 
     /// A reserved object slot of size class `c`, if the cache holds one.
@@ -165,6 +165,12 @@ impl Cache {
         let n = self.count.load(Relaxed);
         self.slots[n as usize].store(p.as_ptr(), Relaxed);
         self.count.store(n + 1, Relaxed);
+    }
+
+    /// The lowest unused cursor value, and how many are left.
+    fn unused_values(&self) -> (i64, i64) {
+        let w = self.values.load(Relaxed);
+        (w >> 8, w & 0xff)
     }
 
     /// Unused object slots: their class and count.
@@ -267,9 +273,9 @@ impl Caches {
         let mut r = [(0i64, 0i64); SLOTS];
         let mut n = 0;
         for c in self.in_use() {
-            let (lo, next) = (c.lo.load(Relaxed), c.next.load(Relaxed));
-            if next >= lo {
-                r[n] = (lo, next);
+            let (lo, left) = c.unused_values();
+            if left > 0 {
+                r[n] = (lo, lo + left - 1);
                 n += 1;
             }
         }
@@ -304,8 +310,7 @@ impl Caches {
                     slot(class, p);
                 }
             }
-            c.next.store(-1, Relaxed);
-            c.lo.store(0, Relaxed);
+            c.values.store(0, Relaxed);
             c.count.store(0, Relaxed);
             c.class.store(0, Relaxed);
         }
