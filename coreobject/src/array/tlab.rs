@@ -18,12 +18,16 @@
 //! * A cache holds a range of the table's cursor values (one `fetch_sub`
 //!   reserves [`BATCH`]) and up to [`SLAB_BATCH`] object slots of one size
 //!   class (taken under one take of that class's lock). Only its owner
-//!   reads or writes it while the heap is shared; its fields are atomics
-//!   with relaxed loads and stores only, which compile to plain moves.
+//!   writes it while the heap is shared (`len` and `high_water` read every
+//!   cache, and a cache's cursor values are one word, so never half a
+//!   refill); its fields are atomics with relaxed loads and stores only,
+//!   which compile to plain moves.
 //! * Every `sync` of the table (each point where a collection, a claim or a
 //!   load looks at the free list: all under `&mut`) first **reclaims**
-//!   every cache: the indices of unused cursor values go back to the free
-//!   list (and out of the record of slots born), unused object slots back
+//!   every cache: unused cursor values just above the cursor are given
+//!   back by moving it (exact: one thread's cache leaves no trace), the
+//!   indices of the others go back to the free list (and out of the record
+//!   of slots born), unused object slots back
 //!   to their pages, and the epoch ends: the key changes, so every
 //!   thread's entry goes stale and the next creation claims a fresh cache.
 //!   A thread that ended holding reserved indices loses nothing: its cache
