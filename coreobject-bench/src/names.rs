@@ -26,6 +26,10 @@
 //! time over `N` is the free cost per object. The allocator's fast bins are
 //! consolidated before each measurement (`alloc::settle`).
 //!
+//! A last row is creation without names from **two threads** at once
+//! through one `&Heap` (`N / 2` objects each, a fresh heap, the second
+//! round), wall time over `N`: the path of per-thread creation caches.
+//!
 //! Reported: create and free ns/object for each, and the ratios named /
 //! unnamed at create and at free (the target: at most 1.3x each), for
 //! names the program gives and for generated ones.
@@ -106,7 +110,57 @@ pub fn metrics() -> Vec<Metric> {
             "create unnamed: &mut Heap / &Heap",
             "x",
         ),
+        Metric::new(
+            "create_unnamed_2threads",
+            "create, unnamed, from 2 threads through &Heap (wall time / N)",
+            "ns/object",
+        ),
     ]
+}
+
+/// Unnamed creation from two threads at once through one `&Heap`, `n / 2`
+/// objects each, in a fresh heap, twice (the second round reuses the freed
+/// slots); the second round's wall time over `n`, ns/object.
+fn two_threads(n: usize) -> Result<f64, String> {
+    let mut heap = Heap::with_config(HeapConfig {
+        max_objects: (n as u32).max(HeapConfig::DEFAULT.max_objects),
+        gc: GcConfig::MANUAL,
+        ..HeapConfig::DEFAULT
+    })
+    .map_err(|e| e.to_string())?;
+    let mut per = 0.0;
+    for _round in 0..2 {
+        crate::alloc::settle();
+        let shared: &Heap = &heap;
+        let t = Instant::now();
+        let made: Vec<Vec<Obj<Actor>>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..2)
+                .map(|w| {
+                    s.spawn(move || {
+                        (0..n / 2)
+                            .map(|i| {
+                                shared.create(Actor {
+                                    v: (w * (n / 2) + i) as u64,
+                                })
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        per = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+        let m = n / 2 * 2;
+        let sum: u64 = made.iter().flatten().map(|&h| heap[h].v).sum();
+        verify(&[
+            (heap.len() == m, format!("{} objects of {m}", heap.len())),
+            (sum == (m as u64) * (m as u64 - 1) / 2, format!("sum {sum}")),
+        ])?;
+        drop(made);
+        let stats = heap.collect().map_err(|e| e.to_string())?;
+        verify(&[(stats.freed == m, format!("freed {} of {m}", stats.freed))])?;
+    }
+    Ok(per)
 }
 
 /// One mode: (create ns/object, free ns/object) of each round, or what
@@ -251,11 +305,16 @@ pub fn run(peer: Peer, p: &Params) -> Outcome {
         (Mode::Named, true),
     ]
     .map(|(m, owner)| measure(m, owner, n));
+    let threads = two_threads(n);
     let [[u1, unnamed], [n1, named], [s1, strings], [g1, unique], [_, unnamed_mut], [_, named_mut]] =
-        match all {
-            [Ok(a), Ok(b), Ok(c), Ok(d), Ok(e), Ok(f)] => [a, b, c, d, e, f],
-            all => {
-                let why: Vec<String> = all.into_iter().filter_map(Result::err).collect();
+        match (all, &threads) {
+            ([Ok(a), Ok(b), Ok(c), Ok(d), Ok(e), Ok(f)], Ok(_)) => [a, b, c, d, e, f],
+            (all, threads) => {
+                let why: Vec<String> = all
+                    .into_iter()
+                    .filter_map(Result::err)
+                    .chain(threads.clone().err())
+                    .collect();
                 return Outcome::Ran(Run {
                     values: vec![f64::NAN; metrics().len()],
                     extra: Vec::new(),
@@ -281,6 +340,7 @@ pub fn run(peer: Peer, p: &Params) -> Outcome {
             named_mut.0,
             named_mut.0 / unnamed_mut.0,
             unnamed_mut.0 / unnamed.0,
+            threads.unwrap_or(f64::NAN),
         ],
         extra: vec![
             ("first_round_create_unnamed", u1.0),

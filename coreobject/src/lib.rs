@@ -467,7 +467,9 @@
 //!   holds the 64K-item chunks that never move and the lock-free, one-atomic
 //!   index allocator that reuses freed slots LIFO; `item.rs` the 24-byte item
 //!   and every verb that writes it; `slab.rs` the objects' memory (64 KiB
-//!   pages per size class); `mod.rs` the slot protocol (fill, resolve,
+//!   pages per size class); `tlab.rs` the per-thread creation caches
+//!   (batches of reserved indices and object slots for creation through
+//!   `&Heap`, owned by the heap, settled at every sync); `mod.rs` the slot protocol (fill, resolve,
 //!   free: bump, retire or park), the root list, the disregard-for-GC pool,
 //!   and **the one safe door** through which a handle becomes a `&T` or
 //!   `&mut T`, where the liveness proof is written once.

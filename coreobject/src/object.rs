@@ -119,25 +119,34 @@ pub(crate) fn slot_layout(class: &Class, with_outer: bool) -> (Layout, usize) {
 }
 
 impl<T: Object> ObjBox<T> {
-    /// Moves `value` into a slot from `slabs`, returns its header.
+    /// Moves `value` into a slot from `slabs`, through exclusive access to
+    /// them (no lock), and returns its header.
     ///
     /// # Panics
     /// If `T::class()` was built for another type ([`Class::checked`]):
-    /// every object is born here, so no object ever carries a forged class
-    /// (the slot reserved for a refused object stays empty).
-    #[inline]
-    pub(crate) fn alloc(slabs: &Slabs, value: T, outer: Option<AnyObj>) -> NonNull<Header> {
-        let class = Class::checked::<T>();
-        let (layout, pre) = slot_layout(class, outer.is_some());
-        Self::place(class, slabs.alloc(layout), pre, value, outer)
-    }
-
-    /// [`alloc`](Self::alloc) through exclusive access to the slabs: no lock.
+    /// every object is born here or in [`alloc_with`](Self::alloc_with), so
+    /// no object ever carries a forged class (the slot reserved for a
+    /// refused object stays empty).
     #[inline]
     pub(crate) fn alloc_mut(slabs: &mut Slabs, value: T, outer: Option<AnyObj>) -> NonNull<Header> {
         let class = Class::checked::<T>();
         let (layout, pre) = slot_layout(class, outer.is_some());
         Self::place(class, slabs.alloc_mut(layout), pre, value, outer)
+    }
+
+    /// Moves `value` into a slot from `get` (given the slot's layout, it
+    /// returns a fresh slot of it from the heap's slabs, through a
+    /// per-thread cache or a size class's lock: see `array::tlab`), and
+    /// returns its header. Panics as [`alloc_mut`](Self::alloc_mut).
+    #[inline]
+    pub(crate) fn alloc_with(
+        value: T,
+        outer: Option<AnyObj>,
+        get: impl FnOnce(Layout) -> NonNull<u8>,
+    ) -> NonNull<Header> {
+        let class = Class::checked::<T>();
+        let (layout, pre) = slot_layout(class, outer.is_some());
+        Self::place(class, get(layout), pre, value, outer)
     }
 
     /// Writes the outer (if any) and the box into a fresh slot `base` of the
@@ -202,7 +211,7 @@ impl<T: Object> ObjBox<T> {
 /// The start of the slot whose object `p` heads, and its layout.
 ///
 /// # Safety
-/// `p` is a header written by [`ObjBox::alloc`] (its value may be dropped,
+/// `p` is a header written by [`ObjBox::alloc_with`] (its value may be dropped,
 /// the header is plain data and stays readable until the slot is released).
 pub(crate) unsafe fn slot_of(p: NonNull<Header>) -> (NonNull<u8>, Layout) {
     // SAFETY: the caller's contract: the header is readable.

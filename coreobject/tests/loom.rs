@@ -483,3 +483,109 @@ fn concurrent_creation_marks_the_dirty_set() {
         assert!(heap.persistent_id(c).is_some() && heap.persistent_id(d).is_some());
     });
 }
+
+// ----- per-thread creation caches (`array/tlab.rs`) ------------------------------
+//
+// Under loom a cache reserves 2 indices per refill and a heap has 3 caches;
+// heaps of 48 objects or more have caches (the ones above, at 8, do not,
+// and keep their exact slots), and these models' heaps of 64 stay past the
+// margin below the cap (12) under which creation reserves one index at a
+// time.
+
+/// Checks, through `&mut`, that every slot below the high water is an
+/// object or free (a collection has synced the table first), and that the
+/// handles are distinct and resolve to their values.
+fn no_slot_lost(heap: &mut Heap, handles: &[(Obj<Cell>, u32)]) {
+    for (h, v) in handles {
+        heap.add_to_root(*h).unwrap();
+        assert_eq!(heap[*h].value, *v);
+    }
+    let mut indices: Vec<u32> = handles.iter().map(|(h, _)| h.index()).collect();
+    indices.sort_unstable();
+    indices.dedup();
+    assert_eq!(
+        indices.len(),
+        handles.len(),
+        "an index was handed out twice"
+    );
+    assert_eq!(heap.collect().unwrap().freed, 0);
+    let t = heap.table_stats();
+    assert_eq!(t.objects, handles.len());
+    assert_eq!(
+        t.high_water as usize,
+        t.objects + t.free,
+        "reserved indices were lost: {t:?}"
+    );
+}
+
+/// A thread creates one object (its cache reserves two indices) and ends
+/// holding the other, while the main thread creates through its own cache.
+/// The next collection returns the unused indices: none is lost, and the
+/// next creations reuse them.
+#[test]
+fn a_thread_ends_holding_reserved_indices() {
+    model(|| {
+        let heap = heap(64);
+        let h = heap.clone();
+        let t = thread::spawn(move || h.create(Cell { value: 1 }));
+        let b = heap.create(Cell { value: 2 });
+        let a = t.join().unwrap();
+        let mut heap = Arc::try_unwrap(heap).ok().expect("the thread is done");
+        assert_eq!(heap.len(), 2);
+        no_slot_lost(&mut heap, &[(a, 1), (b, 2)]);
+        // The reserved indices are free again, and taken first.
+        let hw = heap.table_stats().high_water;
+        let c = heap.create_mut(Cell { value: 3 });
+        assert!(c.index() < hw, "a returned index is reused");
+        no_slot_lost(&mut heap, &[(a, 1), (b, 2), (c, 3)]);
+    });
+}
+
+/// A thread creates in heap 1 (claiming a cache there), lets go of it, and
+/// creates in heap 2, while the main thread drops heap 1 (which may be
+/// freed while the thread's cache entry still names it) and creates twice
+/// in heap 2. The thread's stale entry must neither touch heap 1's memory
+/// nor pass for a cache of heap 2 (it would then share the main thread's
+/// cache, and the two could take the same index).
+#[test]
+fn a_heap_dropped_while_a_thread_holds_a_cache() {
+    model(|| {
+        let h1 = heap(64);
+        let h2 = heap(64);
+        let (t1, t2) = (h1.clone(), h2.clone());
+        let t = thread::spawn(move || {
+            let a = t1.create(Cell { value: 1 });
+            assert_eq!(t1[a].value, 1);
+            drop(t1);
+            t2.create(Cell { value: 2 })
+        });
+        drop(h1);
+        let d = h2.create(Cell { value: 5 });
+        let e = h2.create(Cell { value: 6 });
+        let b = t.join().unwrap();
+        let mut h2 = Arc::try_unwrap(h2).ok().expect("the thread is done");
+        no_slot_lost(&mut h2, &[(b, 2), (d, 5), (e, 6)]);
+    });
+}
+
+/// Two threads create three objects each: each refills its cache twice,
+/// and the refills race on the table's cursor.
+#[test]
+fn two_threads_refill_concurrently() {
+    model(|| {
+        let heap = heap(64);
+        let h = heap.clone();
+        let t = thread::spawn(move || {
+            (0..3)
+                .map(|v| (h.create(Cell { value: v }), v))
+                .collect::<Vec<_>>()
+        });
+        let mut all: Vec<_> = (10..13)
+            .map(|v| (heap.create(Cell { value: v }), v))
+            .collect();
+        all.extend(t.join().unwrap());
+        let mut heap = Arc::try_unwrap(heap).ok().expect("the thread is done");
+        assert_eq!(heap.len(), 6);
+        no_slot_lost(&mut heap, &all);
+    });
+}

@@ -120,16 +120,23 @@ fn concurrent_creation_with_frees_between_rounds() {
         assert_eq!(heap.len(), live.len() + created);
         assert_eq!(heap.iter().count(), heap.len());
 
-        // The slots taken are exactly last round's freed ones plus fresh ones.
+        // The slots taken are last round's freed ones plus fresh ones. Each
+        // thread creates through its own cache of reserved indices (batches
+        // of 64), so a thread's last batch may be left partly unused: freed
+        // slots skipped, or fresh ones left as holes below the high water,
+        // reserved until the next collection returns them to the free list
+        // (checked below: `free` counts them then). At most one partial
+        // batch per thread.
         let new_indices: HashSet<u32> = made.iter().chain([&winner]).map(|h| h.index()).collect();
         let reused: HashSet<u32> = freed_last_round.iter().copied().collect();
-        assert!(
-            reused.is_subset(&new_indices),
-            "round {round}: a freed slot was skipped"
-        );
-        let fresh = created - reused.len();
+        let skipped = reused.difference(&new_indices).count();
+        let fresh = created - (reused.len() - skipped);
         let high_water = heap.table_stats().high_water;
-        assert_eq!(high_water, high_water_before + fresh as u32);
+        let holes = high_water - (high_water_before + fresh as u32);
+        assert!(
+            skipped + (holes as usize) < (THREADS * 64) as usize,
+            "round {round}: {skipped} freed slots skipped, {holes} fresh ones unused"
+        );
         for i in new_indices.difference(&reused) {
             assert!((high_water_before..high_water).contains(i));
         }

@@ -315,12 +315,24 @@ fn concurrent_creation_from_two_threads() {
         all
     });
     assert_eq!(heap.len(), 120);
-    assert_eq!(
-        heap.table_stats().high_water,
-        120,
-        "all 80 came from the free list"
+    // Each thread creates through its own cache of reserved indices
+    // (batches of 64, fewer under miri): one may reserve more of the free
+    // list than it uses and leave the other to append, by at most a batch
+    // per thread. The next collection gives the unused ones back.
+    let high_water = heap.table_stats().high_water;
+    assert!(
+        (120..120 + 2 * 64).contains(&high_water),
+        "{high_water}: the free list first, then at most a batch per thread"
     );
     assert!(again.iter().all(|h| heap.get(*h).is_some()));
+    assert_eq!(heap.collect().unwrap().freed, 80);
+    let t = heap.table_stats();
+    assert_eq!((t.objects, t.high_water), (40, high_water));
+    assert_eq!(
+        t.free,
+        high_water as usize - 40,
+        "no reserved index is lost"
+    );
 }
 
 #[test]

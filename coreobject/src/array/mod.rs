@@ -22,6 +22,7 @@
 mod item;
 mod slab;
 mod table;
+mod tlab;
 mod vm;
 
 use std::fmt;
@@ -103,6 +104,12 @@ pub(crate) struct ObjectArray {
     pub(crate) condemned: Condemned,
     /// The objects' memory.
     slabs: Slabs,
+    /// Per-thread creation caches (`tlab`).
+    caches: tlab::Caches,
+    /// Unused cached cursor values, gathered by a reclaim, and their
+    /// indices (kept for their room).
+    holes: Vec<(i64, i64)>,
+    unused: Vec<(usize, u32)>,
 }
 
 impl fmt::Debug for ObjectArray {
@@ -132,6 +139,9 @@ impl ObjectArray {
             touched: Mutex::new(Vec::new()),
             condemned: Condemned::default(),
             slabs: Slabs::default(),
+            caches: tlab::Caches::new(cap),
+            holes: Vec::new(),
+            unused: Vec::new(),
         }
     }
 
@@ -164,12 +174,95 @@ impl ObjectArray {
     /// Reserves a slot index, lock-free, from any thread. `None` at the cap,
     /// and while the disregard-for-GC pool is open, once it is full (an
     /// object past its end would not be permanent).
+    ///
+    /// Through the calling thread's cache (`tlab`): one atomic per batch of
+    /// [`tlab::BATCH`] indices; near the cap, or once every cache is taken,
+    /// one per index.
     #[inline]
     pub(crate) fn reserve(&self) -> Option<u32> {
         if self.pool.open {
             return self.reserve_in_pool();
         }
-        self.table.reserve()
+        let Some(cache) = self.caches.mine(|| self.roomy()) else {
+            return self.table.reserve();
+        };
+        match cache.take_value() {
+            Some(v) => self.table.value_index(v),
+            None => self.refill(cache),
+        }
+    }
+
+    /// Refills `cache` with a batch of cursor values and takes the first;
+    /// near the cap, reserves one index alone instead.
+    #[cold]
+    #[inline(never)]
+    fn refill(&self, cache: &tlab::Cache) -> Option<u32> {
+        if !self.roomy() {
+            return self.table.reserve();
+        }
+        let n = self.table.reserve_values(tlab::BATCH);
+        cache.refill_values(n, tlab::BATCH);
+        self.table.value_index(n)
+    }
+
+    /// Whether the table is far enough from its cap for per-thread caches
+    /// (see `tlab`).
+    fn roomy(&self) -> bool {
+        self.table.cap() - self.table.high_water() >= tlab::MARGIN
+    }
+
+    /// Memory for an object of `layout` through `&self`: from the calling
+    /// thread's cache when it has one (one lock per [`tlab::SLAB_BATCH`]
+    /// slots), else under the size class's lock.
+    #[inline]
+    fn alloc_slot(&self, layout: std::alloc::Layout) -> NonNull<u8> {
+        if let (Some(c), Some(cache)) = (slab::class_of(layout), self.caches.mine(|| self.roomy()))
+        {
+            if let Some(p) = cache.take_slot(c) {
+                return p;
+            }
+            if cache.slots_empty() {
+                return self.refill_slots(cache, c);
+            }
+        }
+        self.slabs.alloc(layout)
+    }
+
+    /// Refills `cache` with slots of size class `c` and takes one.
+    #[cold]
+    #[inline(never)]
+    fn refill_slots(&self, cache: &tlab::Cache, c: usize) -> NonNull<u8> {
+        let mut got = [None; tlab::SLAB_BATCH];
+        // Filled under the size class's lock, handed to the cache after it.
+        self.slabs.alloc_batch(c, &mut got);
+        let (first, rest) = got.split_first().expect("a batch has slots");
+        // Last in first: the cache hands them out in the order the page gave them.
+        for p in rest.iter().rev().flatten() {
+            cache.put_slot(c, *p);
+        }
+        first.expect("alloc_batch fills every slot")
+    }
+
+    /// Empties every thread's cache (see `tlab`), then folds reservations
+    /// into the free list: unused cached indices go back on it.
+    fn sync_caches(&mut self) {
+        let past_cap = self.table.past_cap();
+        let mut holes = std::mem::take(&mut self.holes);
+        holes.clear();
+        let cursor = self.caches.settle(self.table.cursor(), |lo, next| {
+            if next > past_cap {
+                holes.push((lo.max(past_cap + 1), next));
+            }
+        });
+        self.table.untake(cursor);
+        let slabs = &mut self.slabs;
+        self.caches.reclaim(|c, p| {
+            // SAFETY: `p` came from `alloc_batch(c, ..)` into a cache and was never
+            // handed to an object; the reclaim empties the cache, so it is not used again.
+            unsafe { slabs.free_unused(c, p) }
+        });
+        self.table.sync_returning(&holes, &mut self.unused);
+        self.holes = holes;
     }
 
     /// [`reserve`](Self::reserve) while the pool is open: a slot inside
@@ -195,7 +288,7 @@ impl ObjectArray {
     /// closes, before any slot past its end holds an object (a slot that
     /// does, or is free already, is left as it is).
     pub(crate) fn release_refused(&mut self) {
-        self.table.sync();
+        self.sync_caches();
         for i in self.pool.capacity..self.table.high_water() {
             let empty = self
                 .item(i)
@@ -220,7 +313,7 @@ impl ObjectArray {
     /// object or a retired serial (cheap checks that spare the free list a
     /// lookup).
     fn check_claim(&mut self, index: u32) -> Result<(), crate::Error> {
-        self.table.sync();
+        self.sync_caches();
         if index >= self.table.cap() {
             return Err(crate::Error::IndexPastCap {
                 index,
@@ -271,7 +364,7 @@ impl ObjectArray {
             serial,
             reason,
         };
-        self.table.sync();
+        self.sync_caches();
         if index >= self.table.cap() {
             return Err(crate::Error::IndexPastCap {
                 index,
@@ -321,7 +414,7 @@ impl ObjectArray {
         outer: Option<AnyObj>,
         extra: u32,
     ) -> Obj<T> {
-        let p = ObjBox::alloc(&self.slabs, value, outer);
+        let p = ObjBox::alloc_with(value, outer, |layout| self.alloc_slot(layout));
         self.publish::<T>(index, p, extra)
     }
 
@@ -342,7 +435,7 @@ impl ObjectArray {
     }
 
     /// Fills a reserved slot (owned by the caller) with the object `p`,
-    /// fresh from [`ObjBox::alloc`], and gives its handle.
+    /// fresh from [`ObjBox::alloc_with`], and gives its handle.
     #[inline(always)]
     fn publish<T: Object>(&self, index: u32, p: NonNull<Header>, extra: u32) -> Obj<T> {
         let item = self.at(index);
@@ -816,7 +909,7 @@ impl ObjectArray {
     /// Gives back reserved slots that were never filled (a load that failed
     /// after reserving its objects' slots).
     pub(crate) fn unreserve(&mut self, indices: &[u32]) {
-        self.table.sync();
+        self.sync_caches();
         for &i in indices {
             self.table.release(i);
         }
@@ -826,11 +919,11 @@ impl ObjectArray {
 
     /// Folds concurrent reservations into the free list and high water.
     pub(crate) fn sync(&mut self) {
-        self.table.sync();
+        self.sync_caches();
     }
 
     pub(crate) fn high_water(&self) -> u32 {
-        self.table.high_water()
+        self.table.high_water_at(self.settled().0)
     }
 
     /// Starts recording the slots handed out (a collection cycle begins).
@@ -858,14 +951,29 @@ impl ObjectArray {
 
     /// Objects allocated.
     pub(crate) fn len(&self) -> usize {
-        self.table.high_water() as usize
-            - self.table.free_remaining()
-            - self.retired as usize
-            - self.parked.len()
+        let (cursor, holes) = self.settled();
+        // Saturating: while other threads create, the caches are read as
+        // they go (each cache consistently, the set of them not).
+        (self.table.high_water_at(cursor) as usize)
+            .saturating_sub(cursor.max(0) as usize)
+            .saturating_sub(self.retired as usize)
+            .saturating_sub(self.parked.len())
+            .saturating_sub(holes)
+    }
+
+    /// The cursor with the caches' unused values settled (see
+    /// `tlab::Caches::settle`), and the slots left reserved in holes.
+    fn settled(&self) -> (i64, usize) {
+        let past_cap = self.table.past_cap();
+        let mut holes = 0;
+        let cursor = self.caches.settle(self.table.cursor(), |lo, next| {
+            holes += (next - lo.max(past_cap + 1) + 1).max(0) as usize;
+        });
+        (cursor, holes)
     }
 
     pub(crate) fn free_remaining(&self) -> usize {
-        self.table.free_remaining()
+        self.settled().0.max(0) as usize
     }
 
     pub(crate) fn retired(&self) -> u32 {
@@ -879,7 +987,15 @@ impl ObjectArray {
 
     /// The pages of each size class that holds any.
     pub(crate) fn page_classes(&self) -> Vec<slab::PageClass> {
-        self.slabs.occupancy()
+        let mut classes = self.slabs.occupancy();
+        // Slots reserved in caches hold no object yet.
+        for (c, n) in self.caches.held_slots() {
+            let size = Slabs::class_slot(c);
+            if let Some(pc) = classes.iter_mut().find(|pc| pc.slot == size) {
+                pc.objects -= n;
+            }
+        }
+        classes
     }
 
     pub(crate) fn allocated_chunks(&self) -> usize {
@@ -976,7 +1092,7 @@ impl ObjectArray {
     /// Drops every object, runs on: a panicking `Drop` does not stop the
     /// others. Releases the tag. Returns the first panic.
     pub(crate) fn drop_all(&mut self) -> Caught {
-        self.table.sync();
+        self.sync_caches();
         let mut caught: Caught = None;
         let mut highest: Option<u32> = (self.retired > 0).then_some(self.lease.limit);
         let tag = self.lease.tag;

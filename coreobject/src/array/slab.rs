@@ -505,7 +505,7 @@ impl std::fmt::Debug for Slabs {
 
 /// The size class of a pooled layout, or `None` for the global allocator.
 #[inline(always)]
-fn class_of(layout: Layout) -> Option<usize> {
+pub(crate) fn class_of(layout: Layout) -> Option<usize> {
     if layout.size() <= MAX_SLOT && layout.align() <= MAX_ALIGN && layout.size() > 0 {
         Some((layout.size() - 1) / GRAIN)
     } else {
@@ -607,10 +607,39 @@ impl Slabs {
         }
     }
 
+    /// Fills `out` with slots of size class `c` under one take of its lock
+    /// (a per-thread cache's refill: one lock for `out.len()` creations).
+    /// The slots count as in use until each holds an object or goes back
+    /// through [`free_unused`](Self::free_unused).
+    #[inline]
+    pub(crate) fn alloc_batch(&self, c: usize, out: &mut [Option<NonNull<u8>>]) {
+        let mut slab = self.classes[c].lock();
+        for o in out {
+            *o = Some(slab.alloc(|| self.source.lock().get()));
+        }
+    }
+
+    /// Gives back a slot of size class `c` that [`alloc_batch`](Self::alloc_batch)
+    /// handed out and that never held an object.
+    ///
+    /// # Safety
+    /// `p` came from `alloc_batch(c, ..)` of this `Slabs`, holds no object
+    /// and is not used again.
+    pub(crate) unsafe fn free_unused(&mut self, c: usize, p: NonNull<u8>) {
+        // SAFETY: the caller's contract: `p` is a slot of size class `c`, unused.
+        unsafe { self.classes[c].get_mut().free(p, self.source.get_mut()) }
+    }
+
+    /// The slot size of size class `c`.
+    pub(crate) fn class_slot(c: usize) -> usize {
+        (c + 1) * GRAIN
+    }
+
     /// Takes back the memory of one object.
     ///
     /// # Safety
-    /// `p` came from [`alloc`](Self::alloc) of this `Slabs` with the same
+    /// `p` came from [`alloc`](Self::alloc), [`alloc_mut`](Self::alloc_mut) or
+    /// [`alloc_batch`](Self::alloc_batch) of this `Slabs` with the same
     /// `layout`, its object is dropped, and it is not used again.
     #[inline]
     pub(crate) unsafe fn free(&mut self, p: NonNull<u8>, layout: Layout) {

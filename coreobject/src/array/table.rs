@@ -371,6 +371,94 @@ impl Table {
         Some(index)
     }
 
+    /// Reserves `k` cursor values at once, lock-free: one `fetch_sub` for a
+    /// batch (a per-thread cache's refill, see `tlab`). Returns the highest;
+    /// the batch is `n - k + 1 ..= n`, and [`value_index`](Self::value_index)
+    /// turns each into the index that a lone reservation finding the cursor
+    /// there would take. Until the next [`sync`](Self::sync) they stay
+    /// valid; `sync` counts every value taken, so the values left unused go
+    /// back through [`sync_returning`](Self::sync_returning).
+    #[inline]
+    pub(crate) fn reserve_values(&self, k: i64) -> i64 {
+        self.cursor.fetch_sub(k, Ordering::Relaxed)
+    }
+
+    /// The index of cursor value `v` (taken by
+    /// [`reserve_values`](Self::reserve_values) since the last `sync`), with
+    /// its chunk made; `None` past the cap.
+    #[inline]
+    pub(crate) fn value_index(&self, v: i64) -> Option<u32> {
+        let index = self.index_at(v)?;
+        self.chunks.ensure(index, true);
+        Some(index)
+    }
+
+    /// Cursor values at or below this map past the cap (as of the last `sync`).
+    #[inline]
+    pub(crate) fn past_cap(&self) -> i64 {
+        self.high_water as i64 - self.cap as i64
+    }
+
+    /// The cursor (see the module docs).
+    #[inline]
+    pub(crate) fn cursor(&self) -> i64 {
+        self.cursor.load(Ordering::Acquire)
+    }
+
+    /// Moves the cursor back up to `n`: the values below `n` down to the old
+    /// cursor were reserved and never used (a cache's, settled through
+    /// `&mut`), so they are as if never taken.
+    pub(crate) fn untake(&mut self, n: i64) {
+        debug_assert!(n >= self.cursor.load(Ordering::Relaxed));
+        self.cursor.store(n, Ordering::Release);
+    }
+
+    /// [`high_water`](Self::high_water) with the cursor at `n`.
+    #[inline]
+    pub(crate) fn high_water_at(&self, n: i64) -> u32 {
+        let appended = if n < 0 { -n } else { 0 };
+        (self.high_water as i64 + appended).min(self.cap as i64) as u32
+    }
+
+    /// [`sync`](Self::sync), then gives back `holes`: ranges `lo ..= next`
+    /// of cursor values that caches reserved and never used (none at or
+    /// below [`past_cap`](Self::past_cap)). Their indices go on the free
+    /// list and out of the record of indices handed out, where `sync` puts
+    /// the value `v` at a known place (it records values from the highest
+    /// down: position `unreserved - v` among this sync's entries), so each
+    /// leaves it in O(1). Costs the holes, not the reservations or the table.
+    pub(crate) fn sync_returning(&mut self, holes: &[(i64, i64)], buf: &mut Vec<(usize, u32)>) {
+        if holes.is_empty() {
+            self.sync();
+            return;
+        }
+        let top = self.unreserved();
+        let before = self.taken.as_ref().map_or(0, Vec::len);
+        buf.clear();
+        for &(lo, next) in holes {
+            for v in lo..=next {
+                if let Some(i) = self.index_at(v) {
+                    buf.push((before + (top - v) as usize, i));
+                }
+            }
+        }
+        self.sync();
+        if let Some(t) = &mut self.taken {
+            // Highest position first, so that each swap_remove moves an
+            // entry that is not a hole, or one already checked.
+            buf.sort_unstable_by_key(|&(p, _)| std::cmp::Reverse(p));
+            for &(p, i) in buf.iter() {
+                debug_assert_eq!(t.get(p), Some(&i), "a hole's record is misplaced");
+                t.swap_remove(p);
+            }
+        }
+        self.free.reserve(buf.len());
+        for &(_, i) in buf.iter() {
+            self.free.push(i);
+        }
+        self.cursor.store(self.unreserved(), Ordering::Release);
+    }
+
     /// The index a reservation that found the cursor at `n` takes: from the
     /// free list while `n` is past the gaps, then from the gaps, then fresh
     /// past the high water. `None` at the cap.
@@ -544,7 +632,7 @@ impl Table {
 
     /// Free slots not yet taken by a reservation: free-list entries and gap
     /// slots.
-    #[inline]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn free_remaining(&self) -> usize {
         self.cursor.load(Ordering::Acquire).max(0) as usize
     }
