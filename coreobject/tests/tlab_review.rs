@@ -125,3 +125,31 @@ fn memory_report_after_a_large_object_through_shared_heap() {
     let r = heap.memory_report();
     assert!(r.page_classes.iter().all(|c| c.objects <= 1));
 }
+
+/// The same through `&mut Heap`: `try_create_mut` (and a load's
+/// `load_reserve`) could settle the caches before giving up, and does not;
+/// it reports the cap reached while a finished thread's cache holds free
+/// indices.
+#[test]
+fn creation_through_mut_heap_reaches_the_cap() {
+    let cap = 8192;
+    let mut heap = Heap::with_config(HeapConfig {
+        max_objects: cap,
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap();
+    let shared = &heap;
+    std::thread::scope(|s| {
+        s.spawn(|| shared.create(Small { a: 0 }));
+    });
+    let mut made = 0u32;
+    while heap.try_create_mut(Small { a: 1 }).is_ok() {
+        made += 1;
+    }
+    assert_eq!(
+        1 + made,
+        cap,
+        "creation through &mut Heap failed at the cap with {} objects in a heap of {cap}",
+        heap.len()
+    );
+}
