@@ -429,9 +429,22 @@ impl ObjectArray {
         outer: Option<AnyObj>,
         extra: u32,
     ) -> Option<Obj<T>> {
-        let index = self.table.reserve_mut()?;
+        let index = match self.table.reserve_mut() {
+            Some(i) => i,
+            None => self.reserve_mut_settled()?,
+        };
         let p = ObjBox::alloc_mut(&mut self.slabs, value, outer);
         Some(self.publish::<T>(index, p, extra))
+    }
+
+    /// [`create_mut`](Self::create_mut) at the cap: indices reserved in the
+    /// threads' caches (see `tlab`) go back to the free list, then one more
+    /// try, so that creation through `&mut` fails only when the heap is full.
+    #[cold]
+    #[inline(never)]
+    fn reserve_mut_settled(&mut self) -> Option<u32> {
+        self.sync_caches();
+        self.table.reserve_mut()
     }
 
     /// Fills a reserved slot (owned by the caller) with the object `p`,
@@ -988,11 +1001,13 @@ impl ObjectArray {
     /// The pages of each size class that holds any.
     pub(crate) fn page_classes(&self) -> Vec<slab::PageClass> {
         let mut classes = self.slabs.occupancy();
-        // Slots reserved in caches hold no object yet.
-        for (c, n) in self.caches.held_slots() {
+        // Slots reserved in caches hold no object yet. A cache with none has
+        // no class; and while other threads refill theirs, a class's count
+        // read above may predate slots read in a cache now: an estimate then.
+        for (c, n) in self.caches.held_slots().filter(|&(_, n)| n > 0) {
             let size = Slabs::class_slot(c);
             if let Some(pc) = classes.iter_mut().find(|pc| pc.slot == size) {
-                pc.objects -= n;
+                pc.objects = pc.objects.saturating_sub(n);
             }
         }
         classes

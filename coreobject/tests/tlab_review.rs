@@ -1,0 +1,176 @@
+//! Review of the per-thread creation caches (`array/tlab.rs`): scenarios
+//! where a cache's reserved indices or object slots make a `&Heap` reader
+//! or creator see something wrong.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use coreobject::{Heap, HeapConfig, Object};
+
+#[derive(Object, Debug)]
+struct Small {
+    a: u64,
+}
+
+/// `memory_report` (through `&Heap`) reads each size class's object count
+/// under its lock, then subtracts the slots held in caches, read later.
+/// A refill between the two (a thread creating through `&Heap`) puts
+/// `SLAB_BATCH - 1` slots in a cache after their class's count was read:
+/// the subtraction goes below zero (a panic with overflow checks, a huge
+/// count without them). Here the class holds one object before each refill.
+#[test]
+fn memory_report_while_a_thread_refills_its_cache() {
+    let mut heap = Heap::new();
+    let keep = heap.create_mut(Small { a: 0 });
+    heap.add_to_root(keep).unwrap();
+    let rounds = if cfg!(miri) { 4 } else { 3000 };
+    for round in 0..rounds {
+        // Frees the last round's object: the class is back to one object,
+        // and the sync empties every cache (a new epoch, so the next
+        // creation through `&Heap` refills).
+        heap.collect().unwrap();
+        let done = AtomicBool::new(false);
+        let heap = &heap;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut x = 0u64;
+                for i in 0..(round % 64) * 50 {
+                    x = x.wrapping_add(std::hint::black_box(i));
+                }
+                std::hint::black_box(x);
+                heap.create(Small { a: 1 });
+                done.store(true, Ordering::Release);
+            });
+            s.spawn(|| loop {
+                let last = done.load(Ordering::Acquire);
+                let r = heap.memory_report();
+                for c in &r.page_classes {
+                    assert!(
+                        c.objects <= 1 << 20,
+                        "round {round}: class of {} bytes reports {} objects",
+                        c.slot,
+                        c.objects
+                    );
+                }
+                if last {
+                    break;
+                }
+            });
+        });
+    }
+}
+
+/// The module docs say the margin near the cap keeps "cached indices
+/// [from making] a creation fail while room is left". A thread that
+/// created once through `&Heap` keeps its cache's other reserved indices
+/// until the next sync under `&mut`; another thread creating through
+/// `&Heap` meanwhile runs into the cap while those slots are free.
+#[test]
+fn creation_through_shared_heap_reaches_the_cap() {
+    let cap = 8192; // tlab::MIN_CAP: the smallest heap with caches.
+    let heap = Heap::with_config(HeapConfig {
+        max_objects: cap,
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap();
+    let shared = &heap;
+    // One object from a thread that then ends, leaving its cache's batch.
+    std::thread::scope(|s| {
+        s.spawn(|| shared.create(Small { a: 0 }));
+    });
+    // Another thread fills the heap through `&Heap`.
+    let made = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut made = 0u32;
+            while shared.try_create(Small { a: 1 }).is_ok() {
+                made += 1;
+            }
+            made
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(
+        1 + made,
+        cap,
+        "creation through &Heap failed at the cap with {} objects in a heap of {cap}",
+        heap.len()
+    );
+}
+
+#[derive(Object)]
+struct Big {
+    bytes: Box<[u8; 16]>,
+    pad: [u64; 1024],
+}
+
+/// A cache claimed by a creation whose object is too large for the pages
+/// holds no slots (its class field is 0, "none"); `held_slots` reports it
+/// as class `usize::MAX` with no slots, and `page_classes` asks for that
+/// class's slot size: `(usize::MAX + 1) * 8`, an overflow. No race: one
+/// thread creates a large object through `&Heap`, then `memory_report`.
+#[test]
+fn memory_report_after_a_large_object_through_shared_heap() {
+    let mut heap = Heap::new();
+    let small = heap.create_mut(Small { a: 0 });
+    heap.add_to_root(small).unwrap();
+    let shared = &heap;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            shared.create(Big {
+                bytes: Box::new([1; 16]),
+                pad: [0; 1024],
+            })
+        });
+    });
+    let r = heap.memory_report();
+    assert!(r.page_classes.iter().all(|c| c.objects <= 1));
+}
+
+/// The same through `&mut Heap`: `try_create_mut` (and a load's
+/// `load_reserve`) could settle the caches before giving up, and does not;
+/// it reports the cap reached while a finished thread's cache holds free
+/// indices.
+#[test]
+fn creation_through_mut_heap_reaches_the_cap() {
+    let cap = 8192;
+    let mut heap = Heap::with_config(HeapConfig {
+        max_objects: cap,
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap();
+    let shared = &heap;
+    std::thread::scope(|s| {
+        s.spawn(|| shared.create(Small { a: 0 }));
+    });
+    let mut made = 0u32;
+    while heap.try_create_mut(Small { a: 1 }).is_ok() {
+        made += 1;
+    }
+    assert_eq!(
+        1 + made,
+        cap,
+        "creation through &mut Heap failed at the cap with {} objects in a heap of {cap}",
+        heap.len()
+    );
+}
+
+/// `table_stats` between collections: on main every slot below the high
+/// water is an object, free, or retired. With caches, a finished thread's
+/// unused batch that is not just above the cursor (a hole) is none of
+/// these until the next sync: `high_water` counts it, `free` does not.
+#[test]
+fn table_stats_account_for_every_slot_between_collections() {
+    let heap = Heap::new();
+    for v in 0..2 {
+        std::thread::scope(|s| {
+            s.spawn(|| heap.create(Small { a: v }));
+        });
+    }
+    let t = heap.table_stats();
+    assert_eq!(t.objects, 2);
+    assert_eq!(
+        t.high_water as usize,
+        t.objects + t.free + t.retired as usize,
+        "slots neither objects nor free: {t:?}"
+    );
+}
