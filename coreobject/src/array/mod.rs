@@ -985,6 +985,11 @@ impl ObjectArray {
         (cursor, holes)
     }
 
+    /// Slots reserved in threads' caches and not used (holes; see `settled`).
+    pub(crate) fn reserved(&self) -> usize {
+        self.settled().1
+    }
+
     pub(crate) fn free_remaining(&self) -> usize {
         self.settled().0.max(0) as usize
     }

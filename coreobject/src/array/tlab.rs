@@ -33,9 +33,13 @@
 //!   A thread that ended holding reserved indices loses nothing: its cache
 //!   is the heap's, and the next reclaim empties it.
 //! * Near the cap (fewer than [`MARGIN`] slots left) creation reserves one
-//!   index at a time, as before, so that cached indices never make a
-//!   creation fail while room is left: no cache is claimed there, and a
-//!   cache claimed earlier is no longer refilled with indices.
+//!   index at a time, as before: no cache is claimed there, and a cache
+//!   claimed earlier is no longer refilled with indices. What caches took
+//!   before stays theirs until the next sync, so creation through `&Heap`
+//!   may report the cap reached while other threads' caches (or those of
+//!   threads that ended) still hold up to `BATCH - 1` unused indices each.
+//!   Creation through `&mut Heap` at the cap syncs and tries again, and
+//!   every collection syncs, so the cap is exact there.
 
 use std::cell::Cell;
 use std::ptr::NonNull;

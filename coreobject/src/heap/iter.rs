@@ -13,7 +13,8 @@ impl Heap {
     /// Objects **allocated**: the table's occupied slots. That is the live
     /// objects, plus objects marked as garbage or found unreachable that the
     /// collector has not freed yet, plus objects awaiting `finish_destroy`.
-    /// O(1). For the objects [`get`](Self::get) resolves, which
+    /// O(1). Exact when no other thread is creating; while threads create
+    /// through `&Heap`, a snapshot that may lag their newest objects. For the objects [`get`](Self::get) resolves, which
     /// [`iter`](Self::iter) visits, see [`live_count`](Self::live_count).
     ///
     /// ```
@@ -48,6 +49,7 @@ impl Heap {
             objects: self.len(),
             high_water: self.array.high_water(),
             free: self.array.free_remaining(),
+            reserved: self.array.reserved(),
             retired: self.array.retired(),
             chunks: self.array.allocated_chunks(),
             cap: self.array.cap(),

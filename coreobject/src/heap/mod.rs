@@ -116,6 +116,12 @@ pub struct TableStats {
     pub high_water: u32,
     /// Freed slots waiting for reuse.
     pub free: usize,
+    /// Slots that threads creating through `&Heap` reserved in batches and
+    /// have not used yet (at most one batch of 63 per thread); they go back
+    /// to `free` at the next collection, or any call that takes `&mut Heap`
+    /// to create at the cap. Between those, `high_water` is `objects +
+    /// free + retired + reserved`.
+    pub reserved: usize,
     /// Slots retired because their generation counter ran out.
     pub retired: u32,
     /// Chunks allocated.

@@ -228,6 +228,8 @@ impl Heap {
 
     /// Reserves `n` slots, lowest first; gives them back if the cap is hit.
     pub(crate) fn load_reserve(&mut self, n: usize) -> Result<Vec<u32>, LoadError> {
+        // Other threads' cached indices first go back on the free list.
+        self.array.sync();
         let mut got = Vec::with_capacity(n);
         for _ in 0..n {
             match self.array.reserve() {
