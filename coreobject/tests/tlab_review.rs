@@ -6,6 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use coreobject::{Heap, HeapConfig, Object};
 
+/// The caches' batch of indices and the smallest heap that has caches
+/// (`tlab::BATCH` and `tlab::MIN_CAP`; smaller under miri).
+const BATCH: u32 = if cfg!(miri) { 8 } else { 64 };
+const MIN_CAP: u32 = BATCH * 128;
+
 #[derive(Object, Debug)]
 struct Small {
     a: u64,
@@ -66,7 +71,7 @@ fn memory_report_while_a_thread_refills_its_cache() {
 /// fills the heap to its exact cap.
 #[test]
 fn creation_through_shared_heap_reaches_the_cap() {
-    let cap = 8192; // tlab::MIN_CAP: the smallest heap with caches.
+    let cap = MIN_CAP;
     let mut heap = Heap::with_config(HeapConfig {
         max_objects: cap,
         ..HeapConfig::DEFAULT
@@ -90,7 +95,7 @@ fn creation_through_shared_heap_reaches_the_cap() {
         .unwrap()
     });
     assert!(
-        1 + made + 63 >= cap,
+        1 + made + BATCH - 1 >= cap,
         "creation through &Heap failed at {} objects, more than a batch before the cap {cap}",
         1 + made
     );
@@ -137,13 +142,12 @@ fn memory_report_after_a_large_object_through_shared_heap() {
     assert!(r.page_classes.iter().all(|c| c.objects <= 1));
 }
 
-/// The same through `&mut Heap`: `try_create_mut` (and a load's
-/// `load_reserve`) could settle the caches before giving up, and does not;
-/// it reports the cap reached while a finished thread's cache holds free
-/// indices.
+/// The same through `&mut Heap`: `try_create_mut` settles the caches
+/// before giving up, so a finished thread's cache holding free indices
+/// does not make it report the cap early.
 #[test]
 fn creation_through_mut_heap_reaches_the_cap() {
-    let cap = 8192;
+    let cap = MIN_CAP;
     let mut heap = Heap::with_config(HeapConfig {
         max_objects: cap,
         ..HeapConfig::DEFAULT
