@@ -64,6 +64,20 @@ fn memory_report_while_a_thread_refills_its_cache() {
     }
 }
 
+/// A heap of `cap` objects at most, holding one object from a thread that
+/// then ended, leaving the rest of its cache's batch reserved.
+fn a_finished_threads_batch(cap: u32) -> Heap {
+    let heap = Heap::with_config(HeapConfig {
+        max_objects: cap,
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| heap.create(Small { a: 0 }));
+    });
+    heap
+}
+
 /// A thread that created once through `&Heap` keeps its cache's other
 /// reserved indices until the next sync under `&mut`: another thread
 /// creating through `&Heap` meanwhile may run into the cap up to a batch
@@ -72,16 +86,8 @@ fn memory_report_while_a_thread_refills_its_cache() {
 #[test]
 fn creation_through_shared_heap_reaches_the_cap() {
     let cap = MIN_CAP;
-    let mut heap = Heap::with_config(HeapConfig {
-        max_objects: cap,
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap();
+    let mut heap = a_finished_threads_batch(cap);
     let shared = &heap;
-    // One object from a thread that then ends, leaving its cache's batch.
-    std::thread::scope(|s| {
-        s.spawn(|| shared.create(Small { a: 0 }));
-    });
     // Another thread fills the heap through `&Heap`.
     let made = std::thread::scope(|s| {
         s.spawn(|| {
@@ -148,15 +154,7 @@ fn memory_report_after_a_large_object_through_shared_heap() {
 #[test]
 fn creation_through_mut_heap_reaches_the_cap() {
     let cap = MIN_CAP;
-    let mut heap = Heap::with_config(HeapConfig {
-        max_objects: cap,
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap();
-    let shared = &heap;
-    std::thread::scope(|s| {
-        s.spawn(|| shared.create(Small { a: 0 }));
-    });
+    let mut heap = a_finished_threads_batch(cap);
     let mut made = 0u32;
     while heap.try_create_mut(Small { a: 1 }).is_ok() {
         made += 1;

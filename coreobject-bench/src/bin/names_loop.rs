@@ -10,6 +10,8 @@
 //! named / unnamed ratio of both.
 //!
 //! `cargo run --release -p coreobject-bench --bin names_loop -- [N R]`
+mod common;
+use common::{cpu_ns, median};
 use std::time::Instant;
 
 use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Obj, Object};
@@ -17,19 +19,6 @@ use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Obj, Object};
 #[derive(Object)]
 struct Actor {
     v: u64,
-}
-
-/// The thread's CPU time so far, in ns (0 where the kernel does not say).
-fn cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// (wall, cpu) ns per object of each round after the first.

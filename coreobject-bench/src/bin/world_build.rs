@@ -8,6 +8,8 @@
 //! `Vec`s of `u32` (the workload's own share: no object model).
 //!
 //! `cargo run --release -p coreobject-bench --bin world_build -- [N R]`
+mod common;
+use common::{cpu_ns, median};
 use std::time::Instant;
 
 use coreobject::{GcConfig, Heap, HeapConfig, Obj, Object};
@@ -15,18 +17,6 @@ use coreobject::{GcConfig, Heap, HeapConfig, Obj, Object};
 #[derive(Object)]
 struct Node {
     refs: Vec<Obj<Node>>,
-}
-
-fn cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {
