@@ -110,6 +110,10 @@ pub(crate) struct ObjectArray {
     /// indices (kept for their room).
     holes: Vec<(i64, i64)>,
     unused: Vec<(usize, u32)>,
+    /// The purge's buffer of freed indices (see
+    /// [`free_batched`](Self::free_batched)), kept for its room; empty
+    /// between slices.
+    pub(crate) freeing: Vec<u32>,
 }
 
 impl fmt::Debug for ObjectArray {
@@ -142,6 +146,7 @@ impl ObjectArray {
             caches: tlab::Caches::new(cap),
             holes: Vec::new(),
             unused: Vec::new(),
+            freeing: Vec::new(),
         }
     }
 
@@ -779,6 +784,46 @@ impl ObjectArray {
     /// a panicking `Drop`. Returns the bytes freed.
     pub(crate) fn free(&mut self, index: u32, caught: &mut Caught) -> usize {
         let p = self.unlink(index);
+        // SAFETY: `p` left its slot just now.
+        unsafe { self.drop_unlinked(p, caught) }
+    }
+
+    /// [`free`](Self::free) for the purge's plain loop: a reusable index
+    /// joins `freed` instead of the free list, and
+    /// [`release_freed`](Self::release_freed) returns a slice's worth in one
+    /// batch. Until then those indices are neither free nor objects, so the
+    /// caller flushes before it gives the heap back.
+    #[inline]
+    pub(crate) fn free_batched(
+        &mut self,
+        index: u32,
+        caught: &mut Caught,
+        freed: &mut Vec<u32>,
+    ) -> usize {
+        let (p, reusable) = self.vacate_slot(index);
+        if reusable {
+            freed.push(index);
+        }
+        // SAFETY: `p` left its slot just now.
+        unsafe { self.drop_unlinked(p, caught) }
+    }
+
+    /// Returns the indices [`free_batched`](Self::free_batched) gathered to
+    /// the free list, in the order they were freed, and empties `freed`.
+    pub(crate) fn release_freed(&mut self, freed: &mut Vec<u32>) {
+        self.table.release_batch(freed);
+        freed.clear();
+    }
+
+    /// Drops the value of an object that has left its slot, catching a
+    /// panicking `Drop`, and takes its memory back. Returns its class's size.
+    ///
+    /// # Safety
+    /// `p` heads a live object that no slot points at any more (it came from
+    /// [`unlink`](Self::unlink) or [`vacate_slot`](Self::vacate_slot)), and
+    /// nothing else drops it.
+    #[inline(always)]
+    unsafe fn drop_unlinked(&mut self, p: NonNull<Header>, caught: &mut Caught) -> usize {
         // SAFETY: `p` was a live header that the slot no longer points at, so
         // this is its one and only drop.
         let class = unsafe { p.as_ref() }.class();
@@ -830,6 +875,18 @@ impl ObjectArray {
     /// Empties a slot and recycles its index; returns the object it held.
     #[inline]
     fn unlink(&mut self, index: u32) -> NonNull<Header> {
+        let (p, reusable) = self.vacate_slot(index);
+        if reusable {
+            self.table.release(index);
+        }
+        p
+    }
+
+    /// Empties a slot and moves its serial on (retiring it, or parking it
+    /// while a strong handle counts on it); returns the object it held and
+    /// whether the index goes back to the free list now (the caller's job).
+    #[inline(always)]
+    fn vacate_slot(&mut self, index: u32) -> (NonNull<Header>, bool) {
         let item = self.table.chunks.at(index);
         let s = item.serial();
         let retire = serial::generation(s) >= self.lease.limit;
@@ -838,13 +895,14 @@ impl ObjectArray {
             .expect("freeing an empty slot");
         if retire {
             self.retired += 1;
+            (p, false)
         } else if item.refcount() > 0 {
             // A StrongObj still counts on this slot: reuse it only once that drops.
             self.parked.push(index);
+            (p, false)
         } else {
-            self.table.release(index);
+            (p, true)
         }
-        p
     }
 
     /// Makes room for `n` more freed slots on the free list, so that freeing

@@ -537,6 +537,21 @@ impl Table {
         self.cursor.store(self.unreserved(), Ordering::Release);
     }
 
+    /// Returns freed indices to the free list in one batch, as that many
+    /// [`release`](Self::release) calls in order would (call `sync` first).
+    pub(crate) fn release_batch(&mut self, indices: &[u32]) {
+        if indices.is_empty() {
+            return;
+        }
+        debug_assert_eq!(
+            self.cursor.load(Ordering::Relaxed),
+            self.unreserved(),
+            "release without sync: reservations would be lost"
+        );
+        self.free.extend(indices);
+        self.cursor.store(self.unreserved(), Ordering::Release);
+    }
+
     /// Whether `claim(index)` would succeed (call `sync` first).
     pub(crate) fn claimable(&mut self, index: u32) -> bool {
         index < self.cap
@@ -704,6 +719,18 @@ impl FreeList {
             ranks.push(1);
         }
         self.v.push(index);
+    }
+
+    /// [`push`](Self::push) of each of `indices`, in order: one copy while
+    /// no `claim` has needed positions or ranks.
+    fn extend(&mut self, indices: &[u32]) {
+        if self.pos.is_none() && self.ranks.is_none() {
+            self.v.extend_from_slice(indices);
+        } else {
+            for &i in indices {
+                self.push(i);
+            }
+        }
     }
 
     /// Where `index` is on the list, if it is.

@@ -412,6 +412,17 @@ impl Collector {
                             && cycle.stats.unreachable >= PARALLEL_DROP_MIN
                     });
                     let mut doomed = pool.map(|_| Doomed::default());
+                    // The common case, decided once per slice: no outer
+                    // links, no delete listeners, no clusters, no parallel
+                    // drop. Then freeing an object needs none of
+                    // `free_one`'s checks, and its index joins the free
+                    // list with the slice's others, in one batch.
+                    let plain = doomed.is_none()
+                        && stage.inners.is_empty()
+                        && stage.listeners.delete.is_empty()
+                        && stage.listeners.delete_batch.is_empty()
+                        && stage.clusters.is_empty();
+                    let mut freeing = std::mem::take(&mut stage.array.freeing);
                     let mut batch = std::mem::take(&mut self.deleted);
                     let marks = std::mem::take(&mut stage.array.condemned.marks);
                     let stats = &mut cycle.stats;
@@ -443,8 +454,16 @@ impl Collector {
                             return Cost::Skip;
                         }
                         let costly = f & flags::HOOKS != 0 || !stage.listeners.delete.is_empty();
-                        stats.freed_bytes +=
-                            free_one(stage, i, caught, doomed.as_mut(), &mut batch);
+                        stats.freed_bytes += if plain {
+                            if f & flags::NAMED != 0 {
+                                stage.names.get_mut().remove(i);
+                            }
+                            // The store hook: a capture drops its record.
+                            stage.store_dirty.mark(i);
+                            stage.array.free_batched(i, caught, &mut freeing)
+                        } else {
+                            free_one(stage, i, caught, doomed.as_mut(), &mut batch)
+                        };
                         stats.freed += 1;
                         if costly {
                             Cost::Costly
@@ -457,6 +476,8 @@ impl Collector {
                         CycleKind::Minor => walk_list(&cycle.list, &marks, start, to, budget, free),
                     };
                     stage.array.condemned.marks = marks;
+                    stage.array.release_freed(&mut freeing);
+                    stage.array.freeing = freeing;
                     if let (Some(pool), Some(mut doomed)) = (pool, doomed) {
                         let first: parking_lot::Mutex<Caught> = parking_lot::Mutex::new(None);
                         let parts = doomed.parts(pool.threads());
