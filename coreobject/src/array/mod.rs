@@ -114,6 +114,9 @@ pub(crate) struct ObjectArray {
     /// [`free_batched`](Self::free_batched)), kept for its room; empty
     /// between slices.
     pub(crate) freeing: Vec<u32>,
+    /// The purge's freed slots not yet given back to their page (see
+    /// [`free_batched`](Self::free_batched)); empty between slices.
+    run: slab::FreeRun,
 }
 
 impl fmt::Debug for ObjectArray {
@@ -147,6 +150,7 @@ impl ObjectArray {
             holes: Vec::new(),
             unused: Vec::new(),
             freeing: Vec::new(),
+            run: slab::FreeRun::default(),
         }
     }
 
@@ -792,7 +796,9 @@ impl ObjectArray {
     /// joins `freed` instead of the free list, and
     /// [`release_freed`](Self::release_freed) returns a slice's worth in one
     /// batch. Until then those indices are neither free nor objects, so the
-    /// caller flushes before it gives the heap back.
+    /// caller flushes before it gives the heap back; so with the slots,
+    /// which go back to their pages a run at a time
+    /// ([`Slabs::free_in_run`]).
     #[inline]
     pub(crate) fn free_batched(
         &mut self,
@@ -804,13 +810,27 @@ impl ObjectArray {
         if reusable {
             freed.push(index);
         }
-        // SAFETY: `p` left its slot just now.
-        unsafe { self.drop_unlinked(p, caught) }
+        // SAFETY: `p` was a live header that the slot no longer points at, so
+        // this is its one and only drop.
+        let class = unsafe { p.as_ref() }.class();
+        if class.needs_drop() {
+            // SAFETY: as above; the vtable is the object's own class's.
+            guard(caught, || unsafe { (class.vt.drop)(p) });
+        }
+        // SAFETY: the value is dropped (see `drop_unlinked`), its header is
+        // intact, and nothing points at it; `release_freed` flushes the run
+        // before the slabs are used otherwise.
+        unsafe {
+            let (slot, layout) = slot_of(p);
+            self.slabs.free_in_run(&mut self.run, slot, layout);
+        }
+        class.size()
     }
 
     /// Returns the indices [`free_batched`](Self::free_batched) gathered to
     /// the free list, in the order they were freed, and empties `freed`.
     pub(crate) fn release_freed(&mut self, freed: &mut Vec<u32>) {
+        self.slabs.flush_run(&mut self.run);
         self.table.release_batch(freed);
         freed.clear();
     }

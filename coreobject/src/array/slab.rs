@@ -134,6 +134,35 @@ fn page_of(p: *mut u8) -> *mut PageHead {
     p.wrapping_sub(p as usize & (PAGE - 1)).cast()
 }
 
+/// Freed slots of one page not yet given back to it (see
+/// [`Slabs::free_in_run`]).
+#[derive(Debug)]
+pub(crate) struct FreeRun {
+    class: usize,
+    page: *mut PageHead,
+    /// The slot freed first (its link is written by the flush) and last.
+    first: *mut u8,
+    last: *mut u8,
+    n: u32,
+}
+
+impl Default for FreeRun {
+    fn default() -> Self {
+        FreeRun {
+            class: 0,
+            page: ptr::null_mut(),
+            first: ptr::null_mut(),
+            last: ptr::null_mut(),
+            n: 0,
+        }
+    }
+}
+
+// SAFETY: a run is plain bookkeeping of slots its `Slabs` owns; it is used
+// only with the `&mut` of that `Slabs`.
+unsafe impl Send for FreeRun {}
+unsafe impl Sync for FreeRun {}
+
 /// Where pages come from and go back to: on Linux, 2 MiB runs mapped from
 /// the system and a stack of returned pages (their memory already given
 /// back); elsewhere, the global allocator.
@@ -443,6 +472,52 @@ impl Slab {
         }
     }
 
+    /// [`free`](Self::free) of `n` slots of one page at once: `first` ..
+    /// `last` are chained through their first words (`last` freed last, its
+    /// link to the one freed before it, ...), and `first`'s link is written
+    /// here. The page ends as `n` single frees in that order leave it.
+    ///
+    /// # Safety
+    /// Every slot of the chain lies in `page`, a live page of this slab, was
+    /// handed out and is free from now on; `n` counts them.
+    unsafe fn free_chain(
+        &mut self,
+        page: *mut PageHead,
+        first: *mut u8,
+        last: *mut u8,
+        n: u32,
+        source: &mut PageSource,
+    ) {
+        // SAFETY: the caller's contract: `page` is live and `first` one of its
+        // free slots, whose first word may hold the link.
+        let (live, b) = unsafe {
+            let head = &mut *page;
+            first.cast::<*mut u8>().write(head.free);
+            head.free = last;
+            head.live -= n;
+            (head.live, head.list)
+        };
+        self.live -= n as usize;
+        if live >= self.lo[b as usize] {
+            return;
+        }
+        if live > 0 {
+            let mut nb = b - 1;
+            while live < self.lo[nb as usize] {
+                nb -= 1;
+            }
+            self.move_to(page, nb);
+        } else if self.empty >= KEEP_EMPTY {
+            self.unlink(page);
+            self.pages -= 1;
+            // SAFETY: the page came from `source` and holds no object any more.
+            unsafe { source.put(page.cast()) };
+        } else {
+            self.move_to(page, 0);
+            self.empty += 1;
+        }
+    }
+
     /// Moves this slab's listed pages into `pages` and empties the lists
     /// (pages off the lists are full; [`Slabs::release`] finds them through
     /// the live objects' slots).
@@ -655,6 +730,51 @@ impl Slabs {
                 unsafe { dealloc(p.as_ptr(), layout) }
             }
         }
+    }
+
+    /// [`free`](Self::free), gathered per page: a pooled slot joins `run`
+    /// (a chain of freed slots of one page, flushed when a slot of another
+    /// page or class comes), so that a page's count, band and list change
+    /// once per run instead of once per slot. The purge frees objects in
+    /// creation order, mostly page after page. Call
+    /// [`flush_run`](Self::flush_run) before any other use of these slabs.
+    ///
+    /// # Safety
+    /// As for [`free`](Self::free).
+    #[inline]
+    pub(crate) unsafe fn free_in_run(&mut self, run: &mut FreeRun, p: NonNull<u8>, layout: Layout) {
+        let Some(c) = class_of(layout) else {
+            // SAFETY: the caller's contract.
+            return unsafe { self.free(p, layout) };
+        };
+        let p = p.as_ptr();
+        let page = page_of(p);
+        if run.n > 0 && (run.page != page || run.class != c) {
+            self.flush_run(run);
+        }
+        if run.n == 0 {
+            run.class = c;
+            run.page = page;
+            run.first = p;
+        } else {
+            // SAFETY: `p` is free from now on (the caller's contract), so its
+            // first word may hold the link to the slot freed before it.
+            unsafe { p.cast::<*mut u8>().write(run.last) };
+        }
+        run.last = p;
+        run.n += 1;
+    }
+
+    /// Gives the slots gathered in `run` back to their page, and empties it.
+    pub(crate) fn flush_run(&mut self, run: &mut FreeRun) {
+        if run.n == 0 {
+            return;
+        }
+        let slab = self.classes[run.class].get_mut();
+        // SAFETY: `free_in_run` chained `run.n` freed slots of size class
+        // `run.class`, all in `run.page`, from `run.first` to `run.last`.
+        unsafe { slab.free_chain(run.page, run.first, run.last, run.n, self.source.get_mut()) };
+        run.n = 0;
     }
 
     /// Starts a new page epoch (once per collection, as its purge begins):
@@ -963,12 +1083,17 @@ mod tests {
         enum Op {
             Alloc(usize),
             Free(usize),
+            /// Frees this many of the live blocks through `free_in_run`,
+            /// oldest first (as the purge frees in creation order), from a
+            /// random position, then flushes.
+            FreeRun(usize, usize),
         }
 
         fn op() -> impl Strategy<Value = Op> {
             prop_oneof![
                 3 => (0..LAYOUTS.len()).prop_map(Op::Alloc),
                 2 => any::<usize>().prop_map(Op::Free),
+                1 => (any::<usize>(), 1..200usize).prop_map(|(i, n)| Op::FreeRun(i, n)),
             ]
         }
 
@@ -1038,7 +1163,20 @@ mod tests {
                         // SAFETY: `p` came from `s` with `l`, and is freed once.
                         unsafe { s.free(p, l) };
                     }
-                    Op::Free(_) => {}
+                    Op::FreeRun(i, n) if !live.is_empty() => {
+                        let from = i % live.len();
+                        let to = (from + n).min(live.len());
+                        let mut run = FreeRun::default();
+                        for (p, l, tag) in live.drain(from..to) {
+                            // SAFETY: `p` is live, of `l.size()` bytes.
+                            let bytes = unsafe { std::slice::from_raw_parts(p.as_ptr(), l.size()) };
+                            prop_assert!(bytes.iter().all(|&b| b == tag), "block changed");
+                            // SAFETY: `p` came from `s` with `l`, and is freed once.
+                            unsafe { s.free_in_run(&mut run, p, l) };
+                        }
+                        s.flush_run(&mut run);
+                    }
+                    Op::Free(_) | Op::FreeRun(..) => {}
                 }
                 // Every page holding a live slot exists, plus the empty ones
                 // kept (at most KEEP_EMPTY per size class); each listed page
