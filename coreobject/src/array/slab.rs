@@ -947,6 +947,56 @@ mod tests {
     /// A page emptied by one collection stays committed (warm) through the
     /// next epoch and is reused before any cold page; one still unused a
     /// whole epoch later gives its memory back and joins the cold list.
+    /// Runs that cross several bands at once, empty a page, or span pages
+    /// leave the lists as single frees do (`check`), and the slots come
+    /// back, each once.
+    #[test]
+    fn runs_of_frees_leave_the_pages_as_single_frees_do() {
+        let l = Layout::from_size_align(24, 8).unwrap();
+        let per_page = (PAGE - FIRST) / 24;
+        for (runs, single) in [(vec![per_page * 3], 0), (vec![per_page / 2, 7, per_page], 5)] {
+            let mut s = Slabs::default();
+            let mut ps: Vec<_> = (0..per_page * 4).map(|_| s.alloc(l)).collect();
+            for p in &ps {
+                // SAFETY: a fresh block of 24 bytes (cleared: a page reused
+                // from the loop's first pass could hold the right links).
+                unsafe { p.as_ptr().write_bytes(0, 24) };
+            }
+            let c = class_of(l).unwrap();
+            let mut freed = Vec::new();
+            // Single frees first: a run's flush links to them.
+            for p in ps.drain(..single) {
+                // SAFETY: `p` came from `s` with `l`, and is freed once.
+                unsafe { s.free(p, l) };
+                freed.push(p);
+            }
+            for n in runs {
+                let mut run = FreeRun::default();
+                for p in ps.drain(..n.min(ps.len())) {
+                    // SAFETY: as above.
+                    unsafe { s.free_in_run(&mut run, p, l) };
+                    freed.push(p);
+                }
+                s.flush_run(&mut run);
+                let slab = s.classes[c].lock();
+                slab.check();
+                assert_eq!(slab.live, ps.len());
+            }
+            // Every freed slot comes back, once, before any fresh one.
+            let mut again: Vec<_> = freed.iter().map(|_| s.alloc(l)).collect();
+            again.sort();
+            freed.sort();
+            assert!(again == freed, "the {} freed slots did not come back", freed.len());
+            for p in again.into_iter().chain(ps) {
+                // SAFETY: as above.
+                unsafe { s.free(p, l) };
+            }
+            let slab = s.classes[c].lock();
+            slab.check();
+            assert_eq!(slab.live, 0);
+        }
+    }
+
     #[test]
     fn returned_pages_stay_warm_for_one_epoch() {
         if !vm::ENABLED {
