@@ -954,7 +954,10 @@ mod tests {
     fn runs_of_frees_leave_the_pages_as_single_frees_do() {
         let l = Layout::from_size_align(24, 8).unwrap();
         let per_page = (PAGE - FIRST) / 24;
-        for (runs, single) in [(vec![per_page * 3], 0), (vec![per_page / 2, 7, per_page], 5)] {
+        for (runs, single) in [
+            (vec![per_page * 3], 0),
+            (vec![per_page / 2, 7, per_page], 5),
+        ] {
             let mut s = Slabs::default();
             let mut ps: Vec<_> = (0..per_page * 4).map(|_| s.alloc(l)).collect();
             for p in &ps {
@@ -986,7 +989,11 @@ mod tests {
             let mut again: Vec<_> = freed.iter().map(|_| s.alloc(l)).collect();
             again.sort();
             freed.sort();
-            assert!(again == freed, "the {} freed slots did not come back", freed.len());
+            assert!(
+                again == freed,
+                "the {} freed slots did not come back",
+                freed.len()
+            );
             for p in again.into_iter().chain(ps) {
                 // SAFETY: as above.
                 unsafe { s.free(p, l) };
