@@ -985,15 +985,21 @@ mod tests {
                 slab.check();
                 assert_eq!(slab.live, ps.len());
             }
-            // Every freed slot comes back, once, before any fresh one.
+            // As many slots again: each once, none a live one, each a slot
+            // of a page (a free list cut short would send the bump past
+            // its page's end, into the next page's head). Not the same
+            // addresses: an emptied page past `KEEP_EMPTY` goes back.
             let mut again: Vec<_> = freed.iter().map(|_| s.alloc(l)).collect();
+            let live: std::collections::HashSet<_> = ps.iter().collect();
+            for p in &again {
+                let at = p.as_ptr() as usize & (PAGE - 1);
+                assert!(at >= FIRST && at + 24 <= PAGE, "slot at {at} of its page");
+                assert!(!live.contains(p), "a live slot handed out");
+            }
             again.sort();
-            freed.sort();
-            assert!(
-                again == freed,
-                "the {} freed slots did not come back",
-                freed.len()
-            );
+            let n = again.len();
+            again.dedup();
+            assert_eq!(again.len(), n, "a slot handed out twice");
             for p in again.into_iter().chain(ps) {
                 // SAFETY: as above.
                 unsafe { s.free(p, l) };
