@@ -944,12 +944,9 @@ mod tests {
         assert_eq!(s.page_bytes(), 0);
     }
 
-    /// A page emptied by one collection stays committed (warm) through the
-    /// next epoch and is reused before any cold page; one still unused a
-    /// whole epoch later gives its memory back and joins the cold list.
     /// Runs that cross several bands at once, empty a page, or span pages
-    /// leave the lists as single frees do (`check`), and the slots come
-    /// back, each once.
+    /// leave the lists as single frees do (`check`), and as many slots can
+    /// be taken again, each once.
     #[test]
     fn runs_of_frees_leave_the_pages_as_single_frees_do() {
         let l = Layout::from_size_align(24, 8).unwrap();
@@ -1010,6 +1007,9 @@ mod tests {
         }
     }
 
+    /// A page emptied by one collection stays committed (warm) through the
+    /// next epoch and is reused before any cold page; one still unused a
+    /// whole epoch later gives its memory back and joins the cold list.
     #[test]
     fn returned_pages_stay_warm_for_one_epoch() {
         if !vm::ENABLED {
