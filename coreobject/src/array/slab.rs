@@ -161,6 +161,7 @@ impl Default for FreeRun {
 // SAFETY: a run is plain bookkeeping of slots its `Slabs` owns; it is used
 // only with the `&mut` of that `Slabs`.
 unsafe impl Send for FreeRun {}
+// SAFETY: as for `Send`: a shared `FreeRun` gives no access to its slots.
 unsafe impl Sync for FreeRun {}
 
 /// Where pages come from and go back to: on Linux, 2 MiB runs mapped from
