@@ -201,7 +201,7 @@ impl Collector {
 /// the limit, then growing in proportion up to [`GRADE_STRETCH`] times
 /// `slice` at the limit.
 fn graded(slice: Duration, limit: f64, live: usize, born: usize) -> Option<Duration> {
-    if !(limit > 0.0) {
+    if limit.is_nan() || limit <= 0.0 {
         return None;
     }
     let r = born as f64 / (limit * live.max(1) as f64);
