@@ -115,10 +115,15 @@ pub struct GcConfig {
     /// since the previous one, so that the cycle ends before they reach
     /// [`incremental_debt`](Self::incremental_debt); a slice that has not paid
     /// it by its deadline runs on until it has, or until `incremental_stretch`
-    /// times its budget has passed. `1.0`, the default, never stretches: the
-    /// budget is a cap (a cycle that falls behind is then finished at once
-    /// by the debt rule, in one long pause; [`CollectStats::forced`](crate::CollectStats::forced)
-    /// says so).
+    /// times its budget has passed. `1.0`, the default, does not stretch for
+    /// pacing: the budget is a cap until the cycle's debt passes half of
+    /// [`incremental_debt`](Self::incremental_debt)'s limit; from there a
+    /// slice may grow in proportion, up to 1.5 times its budget at the
+    /// limit, whatever this setting (a finishing slice of marking, which
+    /// owes the re-scans of what the program wrote, may also take up to
+    /// 1.5 times it). A cycle that passes the limit is finished at once by
+    /// the debt rule, in one long pause; [`CollectStats::forced`](crate::CollectStats::forced)
+    /// says so.
     ///
     /// ```
     /// use std::time::Duration;

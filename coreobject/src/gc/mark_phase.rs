@@ -182,6 +182,16 @@ impl Collector {
             let t = std::time::Instant::now();
             let older = self.regrey.len() - written_since;
             let must = written_since + older.min(cycle.backlog_share);
+            // A timed slice (a tick) keeps its budget as a cap: the owed
+            // re-scans stop at its deadline, and the drain then gets at
+            // least [`DRAIN_SHARE`] of the budget, so the slice takes at
+            // most 1 + `DRAIN_SHARE` times its budget however much the
+            // program wrote. What the owed re-scans leave joins the older
+            // entries (a program that writes more than a slice can re-scan
+            // then makes the list grow, and the debt limit finishes the
+            // cycle). A slice counted in work units keeps the structural
+            // bound: it re-scans everything owed.
+            let timed = budget.deadline().zip(self.config.incremental);
             rescan(
                 &mut marker,
                 &chunks,
@@ -192,9 +202,16 @@ impl Collector {
                     on: generational,
                 },
                 must,
+                timed.map(|(d, _)| d),
                 budget,
             );
-            budget.extend(budget.deadline().and_then(|d| d.checked_add(t.elapsed())));
+            match timed {
+                Some((_, slice)) => {
+                    let now = std::time::Instant::now();
+                    budget.extend(now.checked_add(slice.mul_f64(DRAIN_SHARE)));
+                }
+                None => budget.extend(budget.deadline().and_then(|d| d.checked_add(t.elapsed()))),
+            }
         }
 
         loop {
@@ -269,6 +286,7 @@ impl Collector {
                     on: generational,
                 },
                 0,
+                None,
                 budget,
             );
             if !emptied {
@@ -316,6 +334,15 @@ impl Collector {
     }
 }
 
+/// The share of its budget a timed finishing slice keeps for the drain after
+/// the re-scans it owes (which stop at its deadline): such a slice takes at
+/// most `1 + DRAIN_SHARE` times its budget.
+pub(super) const DRAIN_SHARE: f64 = 0.5;
+
+/// Owed re-scans between two readings of the clock when they stop at a
+/// deadline (a re-scan costs up to a microsecond).
+const OWED_CLOCK_EVERY: usize = 16;
+
 /// Entries of the re-scan list that a slice re-scans once marking has first
 /// looked at it, on top of what the program changed since the previous
 /// slice, whatever its budget: the list shrinks by at least this much a
@@ -336,7 +363,8 @@ struct Written<'w> {
 
 /// Re-scans objects of the re-scan list `regrey`, newest first: the first
 /// `must` counted as work done (not charged to the budget), the others while
-/// the budget lasts. A listed object is re-scanned if marking has scanned it
+/// the budget lasts; with `until` (a timed slice), the first `must` only,
+/// and only until that time, the rest left on the list. A listed object is re-scanned if marking has scanned it
 /// (it is black) or if it was created during the cycle or is in the pool (it
 /// is scanned whatever it holds); the others are scanned, as they are now,
 /// if reached. An entry whose flag was cleared since it was listed (by
@@ -350,10 +378,18 @@ fn rescan(
     regrey: &mut Vec<u32>,
     written: Written<'_>,
     must: usize,
+    until: Option<std::time::Instant>,
     budget: &mut Budget,
 ) -> bool {
     let mut n = 0usize;
     while let Some(i) = regrey.pop() {
+        if let Some(d) = until {
+            // Timed: the owed entries only, until `d`; the rest stays listed.
+            if n >= must || (n % OWED_CLOCK_EVERY == 0 && std::time::Instant::now() >= d) {
+                regrey.push(i);
+                return false;
+            }
+        }
         ahead(chunks, regrey);
         let item = chunks.at(i);
         let f = item.clear(flags::REGREY);

@@ -13,6 +13,14 @@ use crate::array::ObjectArray;
 /// cycle aims to end.
 const PACE_TARGET: f64 = 0.8;
 
+/// The share of the debt limit from which a timed slice grows (see
+/// `Collector::grade`).
+const GRADE_FROM: f64 = 0.5;
+
+/// How many times its budget a timed slice may take when the objects created
+/// during its cycle reach the debt limit (see `Collector::grade`).
+const GRADE_STRETCH: f64 = 1.5;
+
 impl Collector {
     /// The first trigger that fires now, if the collector is enabled, and
     /// the kind of cycle it starts: the young threshold starts a minor
@@ -94,6 +102,7 @@ impl Collector {
         let born = cycle.born.len();
         let new = born - cycle.born_paced.min(born);
         cycle.born_paced = born;
+        self.grade(cycle, budget, t0);
         // The estimate is a major cycle's; a minor one is paced by its budget.
         if cycle.kind == CycleKind::Minor {
             return;
@@ -126,6 +135,27 @@ impl Collector {
             budget.extend(t0.checked_add(cap));
         } else if cycle.owed > slice {
             budget.extend(t0.checked_add(cycle.owed.min(cap)));
+        }
+    }
+
+    /// The graduated response to debt, for every timed slice of a minor or
+    /// major cycle, whatever [`GcConfig::incremental_stretch`]: once the
+    /// objects created during the cycle pass [`GRADE_FROM`] of the debt
+    /// limit ([`GcConfig::incremental_debt`] times the objects alive at its
+    /// start), a slice may run longer, in proportion, up to
+    /// [`GRADE_STRETCH`] times its budget when the limit is reached. So a
+    /// cycle that falls behind gets more time a little at a time rather
+    /// than being finished at once when the limit passes.
+    fn grade(&self, cycle: &Cycle, budget: &mut Budget, t0: Instant) {
+        let (Some(limit), Some(slice)) = (self.config.incremental_debt, self.config.incremental)
+        else {
+            return;
+        };
+        if cycle.forced || budget.deadline().is_none() {
+            return;
+        }
+        if let Some(d) = graded(slice, limit, cycle.live_at_start, cycle.born.len()) {
+            budget.extend(t0.checked_add(d));
         }
     }
 
@@ -162,5 +192,44 @@ impl Collector {
         } else {
             Some(2.0 * mark)
         }
+    }
+}
+
+/// How long a timed slice of `slice` may run when `born` objects were
+/// created during a cycle that began with `live` alive, under the debt
+/// limit `limit` (see `Collector::grade`): `None` below [`GRADE_FROM`] of
+/// the limit, then growing in proportion up to [`GRADE_STRETCH`] times
+/// `slice` at the limit.
+fn graded(slice: Duration, limit: f64, live: usize, born: usize) -> Option<Duration> {
+    if limit.is_nan() || limit <= 0.0 {
+        return None;
+    }
+    let r = born as f64 / (limit * live.max(1) as f64);
+    if r <= GRADE_FROM {
+        return None;
+    }
+    let f = ((r - GRADE_FROM) / (1.0 - GRADE_FROM)).min(1.0);
+    Duration::try_from_secs_f64(slice.as_secs_f64() * (1.0 + (GRADE_STRETCH - 1.0) * f)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The graduated response: nothing up to half the debt limit, then a
+    /// slice grows in proportion, to 1.5 times its budget at the limit and
+    /// no further; a limit that is not a positive number grows nothing.
+    #[test]
+    fn slices_grow_gradually_with_the_debt() {
+        let ms = Duration::from_millis;
+        let at = |born| graded(ms(2), 1.0, 1_000, born);
+        assert_eq!(at(0), None);
+        assert_eq!(at(500), None);
+        assert_eq!(at(750), Some(ms(2).mul_f64(1.25)));
+        assert_eq!(at(1_000), Some(ms(3)));
+        assert_eq!(at(5_000), Some(ms(3)));
+        assert_eq!(graded(ms(2), 2.0, 1_000, 1_500), Some(ms(2).mul_f64(1.25)));
+        assert_eq!(graded(ms(2), f64::NAN, 1_000, 5_000), None);
+        assert_eq!(graded(ms(2), 0.0, 1_000, 5_000), None);
     }
 }
