@@ -11,7 +11,7 @@ use crate::handle::{AnyObj, Handle, Obj, Weak};
 use crate::trace::Data;
 
 use super::{index_failed, Heap};
-use crate::array::Item;
+use crate::array::{Chunks, Item};
 use crate::cluster::Clusters;
 use crate::gc::Collector;
 use crate::save::ids::Dirty;
@@ -25,12 +25,23 @@ pub(super) fn note_write(
     gc: &mut Collector,
     clusters: &mut Clusters,
     dirty: &mut Dirty,
+    chunks: &Chunks,
     item: &Item,
     index: u32,
 ) {
     gc.barrier(item, index);
     note_changed(dirty, item, index);
-    let cluster = item.cluster_root();
+    // Only members carry the flag, on the line just loaded.
+    if item.flags() & flags::CLUSTER != 0 {
+        cluster_changed(clusters, chunks, index);
+    }
+}
+
+/// [`note_write`] for a cluster member: its cluster is gathered again.
+#[cold]
+#[inline(never)]
+fn cluster_changed(clusters: &mut Clusters, chunks: &Chunks, index: u32) {
+    let cluster = chunks.cluster_root(index);
     if cluster != 0 {
         clusters.changed(cluster);
     }
@@ -253,11 +264,12 @@ impl Heap {
         H::Target: Object,
     {
         let h = h.any_obj();
-        let (v, item) = self.array.resolve_mut::<H::Target>(h)?;
+        let (v, item, chunks) = self.array.resolve_mut::<H::Target>(h)?;
         note_write(
             &mut self.gc,
             self.clusters.get_mut(),
             &mut self.store_dirty,
+            chunks,
             item,
             h.index(),
         );
@@ -310,7 +322,7 @@ impl Heap {
         // the object's references stay what marking and the remembered set
         // saw.
         let index = h.any_obj().index();
-        let (v, item) = self.array.resolve_mut::<H::Target>(h.any_obj())?;
+        let (v, item, _) = self.array.resolve_mut::<H::Target>(h.any_obj())?;
         note_changed(&mut self.store_dirty, item, index);
         Ok(v.data_view())
     }
@@ -344,12 +356,13 @@ impl Heap {
         let found = self
             .array
             .resolve_disjoint_mut::<H::Target, N>(hs.map(|h| h.any_obj()))?;
-        Some(found.map(|(v, item, index)| {
+        Some(found.map(|(v, item, index, chunks)| {
             // What `try_get_mut` tells the heap, for each object.
             note_write(
                 &mut self.gc,
                 self.clusters.get_mut(),
                 &mut self.store_dirty,
+                chunks,
                 item,
                 index,
             );

@@ -147,6 +147,7 @@ impl Rename<'_> {
                 &mut heap.gc,
                 heap.clusters.get_mut(),
                 &mut heap.store_dirty,
+                heap.array.chunks(),
                 item,
                 obj.index(),
             );
