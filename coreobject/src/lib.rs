@@ -465,7 +465,7 @@
 //!   `gc/` never imports it.
 //! * **`array/`**: the object array (Unreal's `FUObjectArray`). `table.rs`
 //!   holds the 64K-item chunks that never move and the lock-free, one-atomic
-//!   index allocator that reuses freed slots LIFO; `item.rs` the 16-byte item (and its 8-byte side entry)
+//!   index allocator that reuses freed slots LIFO; `item.rs` the 24-byte item
 //!   and every verb that writes it; `slab.rs` the objects' memory (64 KiB
 //!   pages per size class); `tlab.rs` the per-thread creation caches
 //!   (batches of reserved indices and object slots for creation through
@@ -528,8 +528,7 @@
 //!
 //! ```text
 //! handle (8 bytes)   index: u32 | serial: u32 = [ heap tag: 10 bits | generation: 22 bits ]
-//! item (16 bytes)    object: *Header | serial: u32 | flags: u32
-//! side (8 bytes)     cluster_root: u32 | refcount: u32   (per slot, after its chunk's items)
+//! item (24 bytes)    object: *Header | serial: u32 | flags: u32 | cluster_root: u32 | refcount: u32
 //! object             [outer: AnyObj, if any] | header (8 bytes: class: &'static Class, tag bit 0 = has an outer) | value: T
 //! page (64 KiB)      head (64 bytes: free list, room-list links, live count, bump offset) | slots of one size
 //! ```
@@ -543,7 +542,7 @@
 //! |---|---|
 //! | `FUObjectArray`, `GUObjectArray` | [`Heap`] (one per instance; no global) |
 //! | `FChunkedFixedUObjectArray` | the array's chunks ([`CHUNK_SIZE`]) |
-//! | `FUObjectItem` | the 16-byte item (see [Memory layout](#memory-layout)) |
+//! | `FUObjectItem` | the 24-byte item (see [Memory layout](#memory-layout)) |
 //! | `GUObjectAllocator`, object pooling | the array's pages per size class ([`MemoryReport::page_bytes`]) |
 //! | `gc.MultithreadedGC`, parallel reachability | [`GcConfig::threads`] |
 //! | `UObject*`, `TObjectPtr<T>` | [`AnyObj`], [`Obj<T>`] |

@@ -34,7 +34,7 @@ pub struct StrongObj<T> {
 impl<T> StrongObj<T> {
     /// Takes a count on `raw`'s slot. Returns the previous count.
     pub(crate) fn acquire(chunks: &Arc<Chunks>, raw: Obj<T>) -> (StrongObj<T>, u32) {
-        let prev = chunks.side(raw.index()).acquire();
+        let prev = chunks.at(raw.index()).acquire();
         (
             StrongObj {
                 chunks: chunks.clone(),
@@ -66,7 +66,7 @@ impl<T> Clone for StrongObj<T> {
 
 impl<T> Drop for StrongObj<T> {
     fn drop(&mut self) {
-        self.chunks.side(self.raw.index()).release();
+        self.chunks.at(self.raw.index()).release();
     }
 }
 

@@ -1,31 +1,20 @@
 //! One entry of the object array (Unreal's `FUObjectItem`), its flags, and
 //! the verbs that change them.
 //!
-//! # Layout (16 bytes, `#[repr(C)]`), and a side entry (8 bytes)
+//! # Layout (24 bytes, `#[repr(C)]`)
 //!
 //! ```text
-//! Item                                   read by every lookup
 //!  0..8    object        *Header   null while the slot is free
 //!  8..12   serial        u32       heap tag | generation; 0 = never used
 //! 12..16   flags         u32       ROOT, GARBAGE, UNREACHABLE, DISREGARD, … (atomic)
-//!
-//! Side                                   read by clusters and strong handles only
-//!  0..4    cluster_root  u32       Unreal's ClusterRootIndex; 0 = in no cluster
-//!  4..8    refcount      u32       strong handles (`StrongObj`) keeping it alive
+//! 16..20   cluster_root  u32       Unreal's ClusterRootIndex; 0 = in no cluster
+//! 20..24   refcount      u32       strong handles (`StrongObj`) keeping it alive
 //! ```
 //!
-//! A lookup reads one whole item. At 16 bytes, four items fill a 64-byte
-//! line exactly, so no item straddles two lines, and a table of a million
-//! items takes 16 MB. Each chunk of the table holds its items, then the
-//! side entries of the same slots in the same order (see `table.rs`): slot
-//! `i`'s side entry is entry `i % CHUNK_SIZE` of its chunk's side array.
-//!
-//! The side entries are only read behind a flag of the item, which is on
-//! the line a caller has already loaded: [`flags::CLUSTER`] (the cluster
-//! root is not 0) and [`flags::STRONG`] (a strong handle was taken since
-//! the object was created). Without them, marking, `get_mut`, the sweep
-//! and the free path never touch the side array, and creation does not
-//! write to it.
+//! A lookup reads the first 16 bytes (object, serial, flags). Items start
+//! at every multiple of 24, so of the 8 offsets they take in a 64-byte
+//! line, only one (56) puts those 16 bytes across two lines; with the
+//! serial after the flags and the cluster root (bytes 0..20), two did.
 //!
 //! The mark bit is *not* here: the collector keeps marks in a side bitmap
 //! (one bit per slot), which is denser to clear and to scan.
@@ -88,14 +77,6 @@ pub(crate) mod flags {
     /// save's capture: `save/store.rs`); objects a load places start
     /// without it.
     pub const CHANGED: u32 = 1 << 15;
-    /// In a GC cluster: the side entry's cluster root is not 0. Set and
-    /// cleared with it ([`Chunks::set_cluster_root`](super::Chunks::set_cluster_root)),
-    /// so that readers look at the side entry only when it is set.
-    pub const CLUSTER: u32 = 1 << 16;
-    /// A strong handle has been taken on this object (set before its count
-    /// goes up from 0, kept until the slot is emptied): while it is clear,
-    /// the side entry's strong count is 0 and nobody reads it.
-    pub const STRONG: u32 = 1 << 17;
     /// Hidden from `get`: garbage or being destroyed.
     pub const DEAD: u32 = GARBAGE | UNREACHABLE;
 }
@@ -106,20 +87,12 @@ pub(crate) struct Item {
     object: AtomicPtr<Header>,
     serial: AtomicU32,
     flags: AtomicU32,
-}
-
-/// The part of a slot that only clusters and strong handles use, in a
-/// side array beside the items (see the module docs).
-#[repr(C)]
-pub(crate) struct Side {
     cluster_root: AtomicU32,
     refcount: AtomicU32,
 }
 
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Item>() == 16);
-#[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Side>() == 8);
+const _: () = assert!(std::mem::size_of::<Item>() == 24);
 
 /// The serial of a retired slot: heap tag 0, which no handle carries.
 pub(crate) const RETIRED: u32 = 1;
@@ -133,6 +106,8 @@ impl Item {
             object: AtomicPtr::new(std::ptr::null_mut()),
             serial: AtomicU32::new(0),
             flags: AtomicU32::new(0),
+            cluster_root: AtomicU32::new(0),
+            refcount: AtomicU32::new(0),
         }
     }
 
@@ -153,6 +128,30 @@ impl Item {
         NonNull::new(self.object.load(Acquire))
     }
 
+    #[inline(always)]
+    pub(crate) fn refcount(&self) -> u32 {
+        self.refcount.load(Acquire)
+    }
+
+    /// The index of the item's cluster root plus one; 0 = in no cluster.
+    #[inline]
+    pub(crate) fn cluster_root(&self) -> u32 {
+        self.cluster_root.load(Relaxed)
+    }
+
+    /// Files the item's object in the cluster whose root is in slot
+    /// `root - 1` (0: in none).
+    #[inline]
+    pub(crate) fn set_cluster_root(&self, root: u32) {
+        self.cluster_root.store(root, Relaxed);
+    }
+
+    /// Whether the item is a root: rooted, or held by a strong handle.
+    #[inline]
+    pub(crate) fn is_root(&self) -> bool {
+        self.flags() & flags::ROOT != 0 || self.refcount() > 0
+    }
+
     // ----- the slot's life ----------------------------------------------------
 
     /// Publishes an object in a slot its caller owns exclusively: flags
@@ -161,6 +160,7 @@ impl Item {
     #[inline]
     pub(crate) fn fill(&self, p: NonNull<Header>, flags: u32, serial: u32) {
         self.flags.store(flags, Relaxed);
+        self.cluster_root.store(0, Relaxed);
         self.object.store(p.as_ptr(), Release);
         self.serial.store(serial, Release);
     }
@@ -219,35 +219,6 @@ impl Item {
     /// Marks the index as listed; true if it was not (it must join the list).
     pub(crate) fn list(&self) -> bool {
         self.set(flags::LISTED) & flags::LISTED == 0
-    }
-}
-
-impl Side {
-    pub(crate) fn new() -> Side {
-        Side {
-            cluster_root: AtomicU32::new(0),
-            refcount: AtomicU32::new(0),
-        }
-    }
-
-    /// The strong count, whatever the item's [`flags::STRONG`] says.
-    #[inline]
-    pub(crate) fn refcount(&self) -> u32 {
-        self.refcount.load(Acquire)
-    }
-
-    /// The index of the cluster root plus one, whatever the item's
-    /// [`flags::CLUSTER`] says (it may be stale without it).
-    #[inline]
-    pub(crate) fn cluster_root(&self) -> u32 {
-        self.cluster_root.load(Relaxed)
-    }
-
-    /// Stores the cluster root (see [`Chunks::set_cluster_root`](super::Chunks::set_cluster_root),
-    /// which keeps the item's flag with it).
-    #[inline]
-    pub(crate) fn store_cluster_root(&self, root: u32) {
-        self.cluster_root.store(root, Relaxed);
     }
 
     // ----- strong handles -----------------------------------------------------

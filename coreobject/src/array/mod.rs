@@ -42,9 +42,9 @@ use crate::serial::{self, TagLease};
 
 pub(crate) use item::{flags, Item, RETIRED};
 pub(crate) use slab::{Slabs, PAGE};
+pub(crate) use table::Chunks;
 use table::Table;
 pub use table::CHUNK_SIZE;
-pub(crate) use table::{Chunks, CHUNK_BYTES};
 
 /// State of the disregard-for-GC pool.
 #[derive(Debug, Default, Clone, Copy)]
@@ -167,24 +167,6 @@ impl ObjectArray {
     #[inline(always)]
     pub(crate) fn at(&self, index: u32) -> &Item {
         self.table.chunks.at(index)
-    }
-
-    /// The cluster root (plus one; 0 = none) of the object in `index`.
-    #[inline]
-    pub(crate) fn cluster_root(&self, index: u32) -> u32 {
-        self.table.chunks.cluster_root(index)
-    }
-
-    /// Files the object in `index` in the cluster of root `root - 1` (0: none).
-    #[inline]
-    pub(crate) fn set_cluster_root(&self, index: u32, root: u32) {
-        self.table.chunks.set_cluster_root(index, root);
-    }
-
-    /// The strong count of the object in `index`.
-    #[inline]
-    pub(crate) fn refcount(&self, index: u32) -> u32 {
-        self.table.chunks.refcount(index)
     }
 
     // ----- filling ------------------------------------------------------------
@@ -722,19 +704,17 @@ impl ObjectArray {
     }
 
     /// The one safe door from a handle to an exclusive reference; also
-    /// gives the object's item and the table's chunks (for its side entry),
-    /// for the write barrier.
+    /// gives the object's item, for the write barrier.
     #[inline(always)]
     pub(crate) fn resolve_mut<T: Object>(
         &mut self,
         h: AnyObj,
-    ) -> Result<(&mut T, &Item, &Chunks), ResolveError> {
+    ) -> Result<(&mut T, &Item), ResolveError> {
         let p = self.typed::<T>(h, flags::DEAD)?;
         let item = self.at(h.index());
-        let chunks = &*self.table.chunks;
         // SAFETY: as in `resolve`, and `&mut self` excludes every other reference to
         // the value (the item is a separate allocation, only ever shared).
-        Ok((unsafe { ObjBox::<T>::value_mut(p) }, item, chunks))
+        Ok((unsafe { ObjBox::<T>::value_mut(p) }, item))
     }
 
     /// Exclusive references to `N` objects at once, through the same door
@@ -744,7 +724,7 @@ impl ObjectArray {
     pub(crate) fn resolve_disjoint_mut<T: Object, const N: usize>(
         &mut self,
         hs: [AnyObj; N],
-    ) -> Option<[(&mut T, &Item, u32, &Chunks); N]> {
+    ) -> Option<[(&mut T, &Item, u32); N]> {
         let mut found = [(NonNull::<Header>::dangling(), 0u32); N];
         for (k, h) in hs.iter().enumerate() {
             if hs[..k].iter().any(|o| o.index() == h.index()) {
@@ -759,7 +739,7 @@ impl ObjectArray {
             // slots are pairwise distinct, and a slot holds one object in an
             // allocation of its own, so these references never overlap.
             let v = unsafe { ObjBox::<T>::value_mut(p) };
-            (v, this.at(i), i, &*this.table.chunks)
+            (v, this.at(i), i)
         }))
     }
 
@@ -784,14 +764,8 @@ impl ObjectArray {
 
     /// Takes a strong count on a live object's slot.
     pub(crate) fn strong<T>(&self, h: Obj<T>) -> crate::StrongObj<T> {
-        // The flag goes up before the count, and stays while the object does
-        // (see `item.rs`); a clone finds it set, since its handle counts.
-        let item = self.at(h.index());
-        if item.flags() & flags::STRONG == 0 {
-            item.set(flags::STRONG);
-        }
         let (s, prev) = crate::StrongObj::acquire(&self.table.chunks, h);
-        if prev == 0 && item.list() {
+        if prev == 0 && self.at(h.index()).list() {
             self.list_root(h.index());
         }
         s
@@ -858,14 +832,13 @@ impl ObjectArray {
     fn unlink(&mut self, index: u32) -> NonNull<Header> {
         let item = self.table.chunks.at(index);
         let s = item.serial();
-        let strong = self.table.chunks.refcount_of(index, item.flags()) > 0;
         let retire = serial::generation(s) >= self.lease.limit;
         let p = item
             .vacate(if retire { RETIRED } else { s + 1 })
             .expect("freeing an empty slot");
         if retire {
             self.retired += 1;
-        } else if strong {
+        } else if item.refcount() > 0 {
             // A StrongObj still counts on this slot: reuse it only once that drops.
             self.parked.push(index);
         } else {
@@ -889,7 +862,7 @@ impl ObjectArray {
     pub(crate) fn release_parked(&mut self) {
         let mut parked = std::mem::take(&mut self.parked);
         parked.retain(|&i| {
-            let keep = self.table.chunks.side(i).refcount() > 0;
+            let keep = self.table.chunks.at(i).refcount() > 0;
             if !keep {
                 self.table.release(i);
             }

@@ -3,9 +3,7 @@
 //!
 //! Items live in chunks of [`CHUNK_SIZE`] that are allocated on first use (or
 //! all at once, with preallocation) and never move, so a `&Item` stays valid
-//! for the table's life. A chunk is one block of memory: its items (16 bytes
-//! each, four to a cache line), then the side entries ([`Side`]: cluster
-//! root and strong count, 8 bytes each) of the same slots, in the same order. The chunk directory is sized for the object cap up
+//! for the table's life. The chunk directory is sized for the object cap up
 //! front; installing a chunk is one compare-and-swap.
 //!
 //! # Index allocation: one atomic
@@ -50,7 +48,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::item::{flags, Item, Side};
+use super::item::Item;
 use super::vm;
 use crate::sync::{AtomicI64, AtomicPtr};
 
@@ -69,19 +67,8 @@ pub const CHUNK_SIZE: u32 = 128;
 pub const CHUNK_SIZE: u32 = 2;
 const CHUNK_SHIFT: u32 = CHUNK_SIZE.trailing_zeros();
 
-/// Bytes of one chunk's items; its side entries follow them.
-const ITEM_BYTES: usize = (CHUNK_SIZE as usize * std::mem::size_of::<Item>())
-    .next_multiple_of(std::mem::align_of::<Side>());
-
-/// Bytes of one chunk: its items, then their side entries.
-pub(crate) const CHUNK_BYTES: usize =
-    ITEM_BYTES + CHUNK_SIZE as usize * std::mem::size_of::<Side>();
-
-/// The alignment of a chunk: a cache line, so that items never straddle two.
-const CHUNK_ALIGN: usize = 64;
-const _: () = assert!(
-    std::mem::align_of::<Item>() <= CHUNK_ALIGN && std::mem::align_of::<Side>() <= CHUNK_ALIGN
-);
+/// Bytes of one chunk.
+const CHUNK_BYTES: usize = CHUNK_SIZE as usize * std::mem::size_of::<Item>();
 
 /// Chunks mapped together from the system, when [`vm::ENABLED`]: the fewest
 /// that fill whole 2 MiB units (4 chunks of 1.5 MiB make three), so that a
@@ -112,8 +99,6 @@ pub(crate) struct Chunks {
     /// What [`at`](Chunks::at) gives for a slot whose chunk was never
     /// allocated: an empty, never-used item. Only ever read.
     vacant: Item,
-    /// The same for [`side`](Chunks::side).
-    vacant_side: Side,
 }
 
 // SAFETY: all shared state is atomics; chunk memory is only freed in `drop`.
@@ -133,7 +118,6 @@ impl Chunks {
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
             vacant: Item::new(),
-            vacant_side: Side::new(),
         }
     }
 
@@ -153,74 +137,6 @@ impl Chunks {
             Some(item) => item,
             None => &self.vacant,
         }
-    }
-
-    /// The side entry of `index` (a vacant one if its chunk was never
-    /// allocated). Read it only behind its item's flag (see `item.rs`), or
-    /// for a slot that holds no object (a parked one's strong count).
-    #[inline(always)]
-    pub(crate) fn side(&self, index: u32) -> &Side {
-        match side_in(&self.dir, index) {
-            Some(side) => side,
-            None => &self.vacant_side,
-        }
-    }
-
-    /// The cluster root (plus one; 0 = none) of the object in `index`,
-    /// whose item's flags are `f`.
-    #[inline(always)]
-    pub(crate) fn cluster_root_of(&self, index: u32, f: u32) -> u32 {
-        if f & flags::CLUSTER == 0 {
-            0
-        } else {
-            self.side(index).cluster_root()
-        }
-    }
-
-    /// The cluster root (plus one; 0 = none) of the object in `index`.
-    #[inline]
-    pub(crate) fn cluster_root(&self, index: u32) -> u32 {
-        self.cluster_root_of(index, self.at(index).flags())
-    }
-
-    /// Files the object in `index` in the cluster whose root is in slot
-    /// `root - 1` (0: in none), keeping [`flags::CLUSTER`] with it: the
-    /// side entry first, so that a reader that sees the flag finds it.
-    #[inline]
-    pub(crate) fn set_cluster_root(&self, index: u32, root: u32) {
-        let item = self.at(index);
-        if root == 0 {
-            item.clear(flags::CLUSTER);
-            self.side(index).store_cluster_root(0);
-        } else {
-            self.side(index).store_cluster_root(root);
-            item.set(flags::CLUSTER);
-        }
-    }
-
-    /// The strong count of the object in `index`, whose item's flags are
-    /// `f`: 0 without [`flags::STRONG`].
-    #[inline(always)]
-    pub(crate) fn refcount_of(&self, index: u32, f: u32) -> u32 {
-        if f & flags::STRONG == 0 {
-            0
-        } else {
-            self.side(index).refcount()
-        }
-    }
-
-    /// The strong count of the object in `index`.
-    #[inline]
-    pub(crate) fn refcount(&self, index: u32) -> u32 {
-        self.refcount_of(index, self.at(index).flags())
-    }
-
-    /// Whether the object in `index` is a root: rooted, or held by a strong
-    /// handle.
-    #[inline]
-    pub(crate) fn is_root(&self, index: u32) -> bool {
-        let f = self.at(index).flags();
-        f & flags::ROOT != 0 || self.refcount_of(index, f) > 0
     }
 
     /// Makes sure the chunk holding `index` exists. Lock-free: racing
@@ -260,7 +176,8 @@ impl Chunks {
             }
             return;
         }
-        let fresh = new_chunk();
+        let fresh: Box<[Item]> = (0..CHUNK_SIZE).map(|_| Item::new()).collect();
+        let fresh = Box::into_raw(fresh) as *mut Item;
         if slot
             .compare_exchange(
                 std::ptr::null_mut(),
@@ -270,9 +187,9 @@ impl Chunks {
             )
             .is_err()
         {
-            // SAFETY: `fresh` came from `new_chunk` just above and lost the race, so
-            // nobody else has seen it.
-            unsafe { free_chunk(fresh) };
+            // SAFETY: `fresh` came from `Box::into_raw` of a CHUNK_SIZE slice just above
+            // and lost the race, so nobody else has seen it.
+            drop(unsafe { Box::from_raw(chunk_slice(fresh)) });
         }
     }
 
@@ -295,8 +212,7 @@ impl Chunks {
         let (fresh, dirty) = vm::take(bytes, false);
         // SAFETY: a run of `bytes >= dirty` that nobody else holds.
         unsafe { fresh.write_bytes(0, dirty) };
-        // Zeroed memory is a run of vacant items and side entries: every field of
-        // `Item::new()` and `Side::new()` is zero.
+        // Zeroed memory is a run of vacant items: every field of `Item::new()` is zero.
         match entry.compare_exchange(
             std::ptr::null_mut(),
             fresh,
@@ -335,80 +251,16 @@ fn item_in(dir: &[AtomicPtr<Item>], index: u32) -> Option<&Item> {
     Some(unsafe { &*base.add((index & (CHUNK_SIZE - 1)) as usize) })
 }
 
-/// The side entry of `index` in a chunk directory, if its chunk exists.
-#[inline(always)]
-fn side_in(dir: &[AtomicPtr<Item>], index: u32) -> Option<&Side> {
-    let base = dir
-        .get((index >> CHUNK_SHIFT) as usize)?
-        .load(Ordering::Acquire);
-    if base.is_null() {
-        return None;
-    }
-    // SAFETY: a non-null directory entry points at a chunk of CHUNK_BYTES: CHUNK_SIZE
-    // items, then CHUNK_SIZE side entries, which live as long as the directory
-    // (chunks never move or shrink); the offset is < CHUNK_SIZE.
-    Some(unsafe {
-        &*base
-            .cast::<u8>()
-            .add(ITEM_BYTES)
-            .cast::<Side>()
-            .add((index & (CHUNK_SIZE - 1)) as usize)
-    })
-}
-
-/// The layout of one chunk allocated from the global allocator.
-fn chunk_layout() -> std::alloc::Layout {
-    std::alloc::Layout::from_size_align(CHUNK_BYTES, CHUNK_ALIGN).expect("chunk layout")
-}
-
-/// A chunk from the global allocator: CHUNK_SIZE vacant items, then
-/// CHUNK_SIZE vacant side entries. Freed by [`free_chunk`].
-fn new_chunk() -> *mut Item {
-    // SAFETY: the layout's size is not zero.
-    let base = unsafe { std::alloc::alloc(chunk_layout()) };
-    if base.is_null() {
-        std::alloc::handle_alloc_error(chunk_layout());
-    }
-    let items = base.cast::<Item>();
-    // SAFETY: the block holds CHUNK_SIZE items (aligned: the block is 64-aligned and
-    // an item 16 bytes), then from ITEM_BYTES CHUNK_SIZE side entries; each is
-    // written once, before anyone else can see the block.
-    unsafe {
-        let sides = base.add(ITEM_BYTES).cast::<Side>();
-        for k in 0..CHUNK_SIZE as usize {
-            items.add(k).write(Item::new());
-            sides.add(k).write(Side::new());
-        }
-    }
-    items
-}
-
-/// Drops and frees a chunk made by [`new_chunk`].
-///
-/// # Safety
-/// `base` came from `new_chunk`, is freed once, and nothing refers to it.
-unsafe fn free_chunk(base: *mut Item) {
-    let n = CHUNK_SIZE as usize;
-    // SAFETY: (the caller's) `base` holds n initialized items, then n side entries
-    // from ITEM_BYTES, which nobody refers to any more.
-    unsafe {
-        std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(base, n));
-        let sides = base.cast::<u8>().add(ITEM_BYTES).cast::<Side>();
-        std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(sides, n));
-        std::alloc::dealloc(base.cast(), chunk_layout());
-    }
+fn chunk_slice(base: *mut Item) -> *mut [Item] {
+    std::ptr::slice_from_raw_parts_mut(base, CHUNK_SIZE as usize)
 }
 
 impl Drop for Chunks {
     fn drop(&mut self) {
-        let (v, vs) = (&self.vacant, &self.vacant_side);
+        let v = &self.vacant;
         debug_assert!(
             std::thread::panicking()
-                || (v.object().is_none()
-                    && v.serial() == 0
-                    && v.flags() == 0
-                    && vs.refcount() == 0
-                    && vs.cluster_root() == 0),
+                || (v.object().is_none() && v.serial() == 0 && v.flags() == 0 && v.refcount() == 0),
             "coreobject internal error: the vacant item was written to"
         );
         if vm::ENABLED {
@@ -433,9 +285,9 @@ impl Drop for Chunks {
         for c in self.dir.iter() {
             let p = c.load(Ordering::Acquire);
             if !p.is_null() {
-                // SAFETY: every non-null entry came from `new_chunk` in `install`, and
+                // SAFETY: every non-null entry came from `Box::into_raw` in `ensure`, and
                 // `drop` runs once, after every other owner of the `Arc` is gone.
-                unsafe { free_chunk(p) };
+                drop(unsafe { Box::from_raw(chunk_slice(p)) });
             }
         }
     }
@@ -1537,9 +1389,7 @@ mod tests {
         assert!(t.item(CHUNK_SIZE).is_none());
         let v = t.chunks.at(CHUNK_SIZE + 1);
         assert!(v.object().is_none());
-        assert_eq!((v.serial(), v.flags()), (0, 0));
-        let vs = t.chunks.side(CHUNK_SIZE + 1);
-        assert_eq!((vs.refcount(), vs.cluster_root()), (0, 0));
+        assert_eq!((v.serial(), v.flags(), v.refcount()), (0, 0, 0));
     }
 
     /// The allocator against a plain reference: a `Vec` free list with
@@ -1705,17 +1555,12 @@ mod tests {
         for &i in &picks {
             let item = t.chunks.at(i);
             assert!(item.object().is_none());
-            assert_eq!((item.serial(), item.flags()), (0, 0));
-            let side = t.chunks.side(i);
-            assert_eq!((side.refcount(), side.cluster_root()), (0, 0));
+            assert_eq!((item.serial(), item.flags(), item.refcount()), (0, 0, 0));
             item.set(1 << 3);
-            side.store_cluster_root(i + 1);
         }
         for &i in &picks {
             assert_eq!(t.chunks.at(i).flags(), 1 << 3);
             assert_eq!(t.chunks.at(i + 1 - 2 * (i % 2)).flags(), 0);
-            assert_eq!(t.chunks.side(i).cluster_root(), i + 1);
-            assert_eq!(t.chunks.side(i + 1 - 2 * (i % 2)).cluster_root(), 0);
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::array::{flags, ObjectArray, CHUNK_BYTES};
+use crate::array::{flags, Item, ObjectArray, CHUNK_SIZE};
 use crate::handle::AnyObj;
 use crate::inners::Inners;
 use crate::listener::HookId;
@@ -219,7 +219,7 @@ pub struct MemoryReport {
     pub large_objects: usize,
     /// Their bytes.
     pub large_bytes: usize,
-    /// The table's chunks (24 bytes a slot: a 16-byte item and an 8-byte side entry).
+    /// The table's chunks (24 bytes a slot).
     pub table_bytes: usize,
     /// Of [`page_bytes`](Self::page_bytes) and
     /// [`table_bytes`](Self::table_bytes), what is mapped from the operating
@@ -339,7 +339,7 @@ impl Reports<'_> {
         let mut e = Vec::new();
         let live = self.own_edges_into(index, &mut e);
         let own = e.len();
-        let root = self.array.cluster_root(index);
+        let root = self.array.at(index).cluster_root();
         if live && mates && root != 0 {
             let clusters = self.clusters.lock();
             e.extend(
@@ -357,7 +357,7 @@ impl Reports<'_> {
     pub(crate) fn cluster_named(&self, root_plus_one: u32) -> Option<crate::ClusterId> {
         let i = root_plus_one.checked_sub(1)?;
         let o = self.array.slot(self.names, i)?;
-        (self.array.cluster_root(i) == root_plus_one).then_some(crate::ClusterId(o.id()))
+        (self.array.at(i).cluster_root() == root_plus_one).then_some(crate::ClusterId(o.id()))
     }
 
     fn via_of(&self, index: u32, k: usize) -> String {
@@ -411,7 +411,7 @@ impl Reports<'_> {
             if f & flags::DEAD != 0 {
                 continue;
             }
-            let rc = self.array.chunks().refcount_of(i, f) as usize;
+            let rc = item.refcount() as usize;
             if f & flags::ROOT != 0 {
                 seed(i, RootKind::Rooted, &mut depth, &mut queue);
             } else if rc > 0 {
@@ -447,7 +447,7 @@ impl Reports<'_> {
             if depth[t as usize] != u32::MAX && d >= depth[t as usize] {
                 break;
             }
-            let cluster = self.array.cluster_root(u);
+            let cluster = self.array.at(u).cluster_root();
             let mates = cluster != 0 && expanded.insert(cluster);
             for (k, v) in self.edges(u, mates).0.into_iter().enumerate() {
                 if self.array.lookup(v, flags::DEAD).is_err() {
@@ -510,7 +510,7 @@ impl Reports<'_> {
                 label: o.display_name(),
                 class: o.class().name(),
                 via: k.map(|k| self.via_of(i, k)),
-                cluster: self.cluster_named(self.array.cluster_root(i)),
+                cluster: self.cluster_named(self.array.at(i).cluster_root()),
             });
         }
         RefChain { root, links }
@@ -549,7 +549,8 @@ impl Reports<'_> {
             .collect();
         let (large_objects, large_bytes) = self.array.large_objects();
         let page_bytes = page_classes.iter().map(|c| c.page_bytes()).sum();
-        let table_bytes = self.array.allocated_chunks() * CHUNK_BYTES;
+        let table_bytes =
+            self.array.allocated_chunks() * CHUNK_SIZE as usize * std::mem::size_of::<Item>();
         MemoryReport {
             object_bytes: classes.iter().map(|c| c.bytes).sum(),
             classes,

@@ -470,8 +470,7 @@ impl<'a> Marker<'a> {
         self.set_mark(i);
         self.marked += 1;
         prefetch_line(p.as_ptr());
-        let root = self.chunks.cluster_root_of(i, f);
-        match cluster_step(self.clusters, i, root, self.inners.is_some()) {
+        match cluster_step(self.clusters, i, item.cluster_root(), self.inners.is_some()) {
             Some(ClusterStep::Whole { words, external }) => {
                 for &(w, m) in words {
                     let m = m & below(w, self.high_water);

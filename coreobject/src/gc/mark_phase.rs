@@ -212,7 +212,7 @@ impl Collector {
             let roots = &stage.array.roots_mut()[cycle.roots_seen..];
             for &i in roots {
                 let item = chunks.at(i);
-                if chunks.is_root(i) {
+                if item.is_root() {
                     if let Some(s) = NonZeroU32::new(item.serial()) {
                         marker.visit(AnyObj::new(i, s));
                     }
@@ -476,7 +476,7 @@ fn look_at_young(
         marker.scan_slot(y, item, p);
         return;
     }
-    let root = stage.array.chunks().cluster_root_of(y, f);
+    let root = item.cluster_root();
     if root != 0
         && f & flags::DEAD == 0
         && *old_cluster.entry(root).or_insert_with(|| {

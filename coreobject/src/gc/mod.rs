@@ -779,7 +779,7 @@ impl Collector {
         let mut marker = Marker::new(array.chunks(), &mut self.bits, &mut self.queue, hw, None);
         for &i in &candidates {
             let item = array.at(i);
-            if item.object().is_none() || !array.chunks().is_root(i) || !item.list() {
+            if item.object().is_none() || !item.is_root() || !item.list() {
                 continue;
             }
             kept.push(i);

@@ -722,8 +722,7 @@ impl ParMarker<'_> {
         }
         w.store(old | bit, Ordering::Relaxed);
         self.claimed.push(i);
-        let root = sh.chunks.cluster_root_of(i, f);
-        match cluster_step(sh.clusters, i, root, sh.inners.is_some()) {
+        match cluster_step(sh.clusters, i, item.cluster_root(), sh.inners.is_some()) {
             Some(ClusterStep::Whole { words, external }) => {
                 for &(w, m) in words {
                     let m = m & below(w, sh.high_water);

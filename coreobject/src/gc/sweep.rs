@@ -637,7 +637,7 @@ fn free_one(
     }
     // A cluster goes with its root (its members go in the same cycle: the
     // cluster is reached whole or not at all).
-    if stage.array.chunks().cluster_root_of(index, item.flags()) == index.wrapping_add(1) {
+    if item.cluster_root() == index.wrapping_add(1) {
         stage.clusters.by_root.remove(&index);
     }
     if item.flags() & flags::NAMED != 0 {

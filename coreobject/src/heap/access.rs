@@ -11,7 +11,7 @@ use crate::handle::{AnyObj, Handle, Obj, Weak};
 use crate::trace::Data;
 
 use super::{index_failed, Heap};
-use crate::array::{Chunks, Item};
+use crate::array::Item;
 use crate::cluster::Clusters;
 use crate::gc::Collector;
 use crate::save::ids::Dirty;
@@ -25,23 +25,12 @@ pub(super) fn note_write(
     gc: &mut Collector,
     clusters: &mut Clusters,
     dirty: &mut Dirty,
-    chunks: &Chunks,
     item: &Item,
     index: u32,
 ) {
     gc.barrier(item, index);
     note_changed(dirty, item, index);
-    // Only members carry the flag, on the line just loaded.
-    if item.flags() & flags::CLUSTER != 0 {
-        cluster_changed(clusters, chunks, index);
-    }
-}
-
-/// [`note_write`] for a cluster member: its cluster is gathered again.
-#[cold]
-#[inline(never)]
-fn cluster_changed(clusters: &mut Clusters, chunks: &Chunks, index: u32) {
-    let cluster = chunks.cluster_root(index);
+    let cluster = item.cluster_root();
     if cluster != 0 {
         clusters.changed(cluster);
     }
@@ -264,12 +253,11 @@ impl Heap {
         H::Target: Object,
     {
         let h = h.any_obj();
-        let (v, item, chunks) = self.array.resolve_mut::<H::Target>(h)?;
+        let (v, item) = self.array.resolve_mut::<H::Target>(h)?;
         note_write(
             &mut self.gc,
             self.clusters.get_mut(),
             &mut self.store_dirty,
-            chunks,
             item,
             h.index(),
         );
@@ -322,7 +310,7 @@ impl Heap {
         // the object's references stay what marking and the remembered set
         // saw.
         let index = h.any_obj().index();
-        let (v, item, _) = self.array.resolve_mut::<H::Target>(h.any_obj())?;
+        let (v, item) = self.array.resolve_mut::<H::Target>(h.any_obj())?;
         note_changed(&mut self.store_dirty, item, index);
         Ok(v.data_view())
     }
@@ -356,13 +344,12 @@ impl Heap {
         let found = self
             .array
             .resolve_disjoint_mut::<H::Target, N>(hs.map(|h| h.any_obj()))?;
-        Some(found.map(|(v, item, index, chunks)| {
+        Some(found.map(|(v, item, index)| {
             // What `try_get_mut` tells the heap, for each object.
             note_write(
                 &mut self.gc,
                 self.clusters.get_mut(),
                 &mut self.store_dirty,
-                chunks,
                 item,
                 index,
             );

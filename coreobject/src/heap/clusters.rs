@@ -21,11 +21,11 @@ impl Heap {
         self.array
             .lookup(h, flags::DEAD)
             .map_err(|_| ClusterError::NotAlive)?;
-        let f = self.array.at(h.index()).flags();
-        if f & flags::CLUSTER != 0 {
+        let item = self.array.at(h.index());
+        if item.cluster_root() != 0 {
             return Err(ClusterError::AlreadyClustered);
         }
-        if f & BARRED != 0 || (!root && self.array.chunks().is_root(h.index())) {
+        if item.flags() & BARRED != 0 || (!root && item.is_root()) {
             return Err(ClusterError::NotClusterable);
         }
         Ok(())
@@ -88,7 +88,7 @@ impl Heap {
         self.no_cycle()?;
         self.clusterable(root, true)?;
         let tag = root.index() + 1;
-        self.array.set_cluster_root(root.index(), tag);
+        self.array.at(root.index()).set_cluster_root(tag);
         let mut seen = std::mem::take(&mut self.clusters.get_mut().seen);
         let mut members = vec![root];
         let external = self.walk(tag, &mut members, true, &mut seen);
@@ -148,7 +148,7 @@ impl Heap {
             for &e in &edges {
                 match self.join(e, tag) {
                     Join::Member if grow && self.inside(e, members[0]) => {
-                        self.array.set_cluster_root(e.index(), tag);
+                        self.array.at(e.index()).set_cluster_root(tag);
                         members.push(e);
                     }
                     Join::Member | Join::Outside => list_once(seen, &mut external, e),
@@ -182,10 +182,9 @@ impl Heap {
             return Join::Dead;
         }
         // `clusterable`'s tests, on the item already loaded.
-        let chunks = self.array.chunks();
-        match chunks.cluster_root_of(e.index(), f) {
+        match item.cluster_root() {
             r if r == tag => Join::Inside,
-            0 if f & BARRED == 0 && !chunks.is_root(e.index()) => Join::Member,
+            0 if f & BARRED == 0 && !item.is_root() => Join::Member,
             _ => Join::Outside,
         }
     }
@@ -247,7 +246,8 @@ impl Heap {
         self.live_cluster(cluster)?;
         self.clusterable(obj, false)?;
         self.array
-            .set_cluster_root(obj.index(), cluster.0.index() + 1);
+            .at(obj.index())
+            .set_cluster_root(cluster.0.index() + 1);
         let clusters = self.clusters.get_mut();
         let c = clusters.by_root.get_mut(&cluster.0.index());
         let c = c.expect("checked alive");
@@ -268,7 +268,7 @@ impl Heap {
     fn live_cluster(&self, cluster: ClusterId) -> Result<(), ClusterError> {
         let i = cluster.0.index();
         let alive = self.array.lookup(cluster.0, flags::UNREACHABLE).is_ok()
-            && self.array.cluster_root(i) == i + 1
+            && self.array.at(i).cluster_root() == i + 1
             && self.clusters.lock().by_root.contains_key(&i);
         alive.then_some(()).ok_or(ClusterError::NoSuchCluster)
     }
@@ -287,7 +287,7 @@ impl Heap {
 
     /// Dissolves the cluster of a member marked as garbage (from `&self`).
     pub(super) fn dissolve_cluster_of(&self, h: AnyObj) {
-        let root = self.array.cluster_root(h.index());
+        let root = self.array.at(h.index()).cluster_root();
         if root != 0 {
             dissolve(&mut self.clusters.lock(), &self.array, root - 1);
         }
@@ -299,7 +299,7 @@ impl Heap {
         let obj = obj.into();
         self.array.lookup(obj, flags::UNREACHABLE).ok()?;
         self.reports()
-            .cluster_named(self.array.cluster_root(obj.index()))
+            .cluster_named(self.array.at(obj.index()).cluster_root())
     }
 
     /// The members of a cluster that are alive, the root first. Empty if
@@ -316,7 +316,7 @@ impl Heap {
             .copied()
             .filter(|&m| {
                 self.array.lookup(m, flags::UNREACHABLE).is_ok()
-                    && self.array.cluster_root(m.index()) == tag
+                    && self.array.at(m.index()).cluster_root() == tag
             })
             .collect()
     }
@@ -366,7 +366,7 @@ impl Heap {
                     if self.array.lookup(e, flags::DEAD).is_err() {
                         continue;
                     }
-                    let r = self.array.cluster_root(e.index());
+                    let r = self.array.at(e.index()).cluster_root();
                     if r == tag {
                         continue;
                     }
@@ -414,7 +414,7 @@ impl Heap {
                     Ok(h) => {
                         let item = self.array.at(m.index());
                         let f = item.flags();
-                        if self.array.chunks().cluster_root_of(m.index(), f) != tag {
+                        if item.cluster_root() != tag {
                             // Dissolved members are not listed any more;
                             // a slot reused by another object is not ours.
                             continue;
@@ -435,7 +435,7 @@ impl Heap {
                     Err(_) => {}
                 }
             }
-            if root_alive && self.array.cluster_root(root) != tag {
+            if root_alive && self.array.at(root).cluster_root() != tag {
                 v.push(ClusterViolation::WrongRoot {
                     cluster: id,
                     member: root_h,
@@ -444,7 +444,7 @@ impl Heap {
         }
         drop(clusters);
         for o in self.iter_all_allocated() {
-            let r = self.array.cluster_root(o.index());
+            let r = self.array.at(o.index()).cluster_root();
             if r != 0 && !listed.contains(&o) {
                 v.push(ClusterViolation::NotListed { object: o });
             }
@@ -548,7 +548,7 @@ impl Heap {
                 .replace('\\', "\\\\")
                 .replace('"', "\\\"");
             let _ = writeln!(s, "  n{} [label=\"{label}\"];", n.index());
-            let r = self.array.cluster_root(n.index());
+            let r = self.array.at(n.index()).cluster_root();
             if r != 0 {
                 by_cluster.entry(r - 1).or_default().push(n);
             }
@@ -610,8 +610,8 @@ fn dissolve(clusters: &mut Clusters, array: &crate::array::ObjectArray, root: u3
     for m in &c.members {
         // The member still in its slot (alive, garbage or unreachable).
         let item = array.at(m.index());
-        if item.serial() == m.serial() && array.cluster_root(m.index()) == root + 1 {
-            array.set_cluster_root(m.index(), 0);
+        if item.serial() == m.serial() && item.cluster_root() == root + 1 {
+            item.set_cluster_root(0);
         }
     }
     c.members.len()

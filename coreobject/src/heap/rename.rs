@@ -147,7 +147,6 @@ impl Rename<'_> {
                 &mut heap.gc,
                 heap.clusters.get_mut(),
                 &mut heap.store_dirty,
-                heap.array.chunks(),
                 item,
                 obj.index(),
             );

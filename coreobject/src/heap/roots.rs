@@ -97,12 +97,8 @@ impl Heap {
             disregard: f & flags::DISREGARD != 0,
             class_default: f & flags::DEFAULT_OBJECT != 0,
             has_hooks: f & flags::HOOKS != 0,
-            strong_count: self.array.chunks().refcount_of(h.index(), f),
-            cluster_root: self
-                .array
-                .chunks()
-                .cluster_root_of(h.index(), f)
-                .checked_sub(1),
+            strong_count: item.refcount(),
+            cluster_root: item.cluster_root().checked_sub(1),
         })
     }
 
@@ -117,7 +113,7 @@ impl Heap {
     pub fn strong_count(&self, h: impl Into<AnyObj>) -> usize {
         let h = h.into();
         match self.array.lookup(h, flags::UNREACHABLE) {
-            Ok(_) => self.array.refcount(h.index()) as usize,
+            Ok(_) => self.array.at(h.index()).refcount() as usize,
             Err(_) => 0,
         }
     }

@@ -312,11 +312,11 @@ impl Heap {
             return false;
         }
         let tag = root.index() + 1;
-        self.array.set_cluster_root(root.index(), tag);
+        self.array.at(root.index()).set_cluster_root(tag);
         let mut kept = vec![root];
         for &m in rest {
             if self.clusterable(m, false).is_ok() {
-                self.array.set_cluster_root(m.index(), tag);
+                self.array.at(m.index()).set_cluster_root(tag);
                 kept.push(m);
             }
         }
