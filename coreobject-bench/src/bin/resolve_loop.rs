@@ -2,11 +2,14 @@
 //! on one heap, for profiling and for A/B runs of the resolve path: `N`
 //! objects (a random tenth freed), `M` random lookups of their weak handles,
 //! each loop timed `R` times; prints each loop's minimum and median in
-//! ns/lookup.
+//! ns/lookup, wall clock, and the median of the thread's CPU time (which a
+//! shared machine disturbs less: time spent waiting for a core is left out).
 //!
 //! `cargo run --release -p coreobject-bench --bin resolve_loop -- coreobject [N M R]`
 //! (or `slotmap`). The lookups are the same draws for both peers; every loop's
 //! hit count and sum is checked against the plan.
+mod common;
+use common::{cpu_ns, median};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -58,11 +61,14 @@ fn timed(
     check: Option<(u64, u64)>,
     mut f: impl FnMut() -> (u64, u64),
 ) {
+    let mut cpu = Vec::with_capacity(r);
     let mut ns: Vec<f64> = (0..r)
         .map(|_| {
+            let c = cpu_ns();
             let t = Instant::now();
             let got = black_box(f());
             let d = t.elapsed().as_nanos() as f64 / m as f64;
+            cpu.push(cpu_ns().saturating_sub(c) as f64 / m as f64);
             if let Some(want) = check {
                 assert_eq!(got, want, "{name}: wrong hits or sum");
             }
@@ -71,9 +77,10 @@ fn timed(
         .collect();
     ns.sort_by(f64::total_cmp);
     println!(
-        "{name:>8}: min {:7.2} median {:7.2} ns/lookup",
+        "{name:>8}: min {:7.2} median {:7.2} ns/lookup, cpu median {:7.2}",
         ns[0],
-        ns[ns.len() / 2]
+        ns[ns.len() / 2],
+        median(cpu)
     );
 }
 
