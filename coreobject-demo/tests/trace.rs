@@ -16,14 +16,13 @@ fn run(name: &str, args: &[&str]) -> (Value, Value) {
     let _ = std::fs::remove_dir_all(&dir);
     let trace = dir.join("nested").join("trace.json");
     let out = Command::new(env!("CARGO_BIN_EXE_coreobject-demo"))
-        .args([
-            "--frames",
-            &FRAMES.to_string(),
-            "--objects",
-            "2000",
-            "--seed",
-            "5",
-        ])
+        .args(["--frames", &FRAMES.to_string(), "--seed", "5"])
+        // 2,000 objects unless the test sets its own.
+        .args(if args.contains(&"--objects") {
+            &[][..]
+        } else {
+            &["--objects", "2000"][..]
+        })
         .arg("--out")
         .arg(&dir)
         .arg("--trace")
@@ -247,10 +246,12 @@ fn generational_trace() {
 /// the checks still hold and the trace is still well formed. (0.08 ms: the
 /// budget is a cap now; 0.02 ms used to let slices stretch to 0.08 ms, and
 /// in a debug build a hard 0.02 ms makes every cycle outlast the interval
-/// trigger, so no minor cycle would run.)
+/// trigger, so no minor cycle would run. 10,000 objects: in a release
+/// build, every cycle of a 2,000-object world fits in 0.08 ms, so none
+/// would be left in flight.)
 #[test]
 fn default_trace_tiny_budget() {
-    let (stats, trace) = run("tiny", &["--budget-ms", "0.08"]);
+    let (stats, trace) = run("tiny", &["--budget-ms", "0.08", "--objects", "10000"]);
     let complete = check_trace(&trace);
     let slices = frame_slices(&complete);
     assert!(
