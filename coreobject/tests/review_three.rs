@@ -12,9 +12,14 @@ struct Actor {
     text: Option<String>,
 }
 
-/// Actors in the tests (small under miri).
+/// Actors in the tests (small under miri; `REVIEW_ACTORS` to scale up).
 fn actors() -> usize {
-    if cfg!(miri) {
+    if let Some(n) = std::env::var("REVIEW_ACTORS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        n
+    } else if cfg!(miri) {
         300
     } else {
         3_000
@@ -70,11 +75,20 @@ fn timed_cycle_ends_under_a_mutator_that_moves_every_actor() {
         });
         let all = chain(&mut heap, actors());
         heap.collect().unwrap();
-        heap.gc_config_mut().incremental = Some(Duration::from_nanos(1));
+        // A nanosecond: every slice's deadline has passed before its owed
+        // re-scans begin (`REVIEW_BUDGET_NS` for a realistic budget).
+        let ns = std::env::var("REVIEW_BUDGET_NS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1);
+        heap.gc_config_mut().incremental = Some(Duration::from_nanos(ns));
         // Start a major cycle with a slice of a few units, then tick.
         heap.step(8);
         assert_eq!(heap.gc_phase(), Phase::Mark);
-        let bound = 4 * actors() + 64;
+        let bound = std::env::var("REVIEW_BOUND")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(4 * actors() + 64);
         let mut slices = 1;
         let stats = loop {
             for &a in &all {
@@ -201,11 +215,7 @@ fn plain_loop_run(seed: u64, end: End, generational: bool) {
         }
         // Unroot most; mark a few as garbage behind a strong handle.
         let mut strong = Vec::new();
-        let doomed: Vec<_> = live
-            .keys()
-            .copied()
-            .filter(|_| rng.below(4) != 0)
-            .collect();
+        let doomed: Vec<_> = live.keys().copied().filter(|_| rng.below(4) != 0).collect();
         for &h in &doomed {
             heap.remove_from_root(h).unwrap();
             if rng.below(16) == 0 {
