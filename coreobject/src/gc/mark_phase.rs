@@ -190,9 +190,23 @@ impl Collector {
             // entries (a program that writes more than a slice can re-scan
             // then makes the list grow, and the debt limit finishes the
             // cycle). A slice counted in work units keeps the structural
-            // bound: it re-scans everything owed.
-            let timed = budget.deadline().zip(self.config.incremental);
-            rescan(
+            // bound: it re-scans everything owed, and so does every timed
+            // slice once [`FINISH_SLICES`] of them were cut (see
+            // [`cut`]), with a share of the list as it stands then.
+            let timed = budget
+                .deadline()
+                .zip(self.config.incremental)
+                .filter(|_| !cut(cycle.cut_slices));
+            if cut(cycle.cut_slices) && cycle.cut_slices == FINISH_SLICES {
+                cycle.cut_slices += 1;
+                cycle.backlog_share = older.div_ceil(FINISH_SLICES).max(RESCAN_FLOOR);
+            }
+            let must = if cut(cycle.cut_slices) {
+                written_since + older.min(cycle.backlog_share)
+            } else {
+                must
+            };
+            let owed = rescan(
                 &mut marker,
                 &chunks,
                 &mut self.regrey,
@@ -205,6 +219,9 @@ impl Collector {
                 timed.map(|(d, _)| d),
                 budget,
             );
+            if owed == Rescanned::Cut {
+                cycle.cut_slices += 1;
+            }
             match timed {
                 Some((_, slice)) => {
                     let now = std::time::Instant::now();
@@ -276,19 +293,20 @@ impl Collector {
                 cycle.finishing = true;
                 cycle.backlog_share = self.regrey.len().div_ceil(FINISH_SLICES).max(RESCAN_FLOOR);
             }
-            let emptied = rescan(
-                &mut marker,
-                &chunks,
-                &mut self.regrey,
-                Written {
-                    seen: &mut self.written_seen,
-                    list: &mut cycle.written,
-                    on: generational,
-                },
-                0,
-                None,
-                budget,
-            );
+            let emptied = Rescanned::Emptied
+                == rescan(
+                    &mut marker,
+                    &chunks,
+                    &mut self.regrey,
+                    Written {
+                        seen: &mut self.written_seen,
+                        list: &mut cycle.written,
+                        on: generational,
+                    },
+                    0,
+                    None,
+                    budget,
+                );
             if !emptied {
                 marker.drop_inadmissible_from(looks_from);
                 cycle.stats.marked += std::mem::take(&mut marker.marked);
@@ -339,6 +357,28 @@ impl Collector {
 /// most `1 + DRAIN_SHARE` times its budget.
 pub(super) const DRAIN_SHARE: f64 = 0.5;
 
+/// Whether a cycle whose timed finishing slices had their owed re-scans cut
+/// by their deadline `cut_slices` times has had its share: from then on every
+/// slice re-scans all it owes, whatever its deadline, so that a program that
+/// writes more each frame than a slice can re-scan (and creates nothing, so
+/// no debt forces the cycle) cannot keep marking from ending.
+/// (`cut_slices` goes one past [`FINISH_SLICES`] when the share of the
+/// list each slice owes is recomputed for that switch.)
+fn cut(cut_slices: usize) -> bool {
+    cut_slices >= FINISH_SLICES
+}
+
+/// How a [`rescan`] ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Rescanned {
+    /// The list is empty.
+    Emptied,
+    /// The budget ran out, or the owed entries were done, with entries left.
+    Left,
+    /// A timed rescan's deadline came before the owed entries were done.
+    Cut,
+}
+
 /// Owed re-scans between two readings of the clock when they stop at a
 /// deadline (a re-scan costs up to a microsecond).
 const OWED_CLOCK_EVERY: usize = 16;
@@ -370,8 +410,8 @@ struct Written<'w> {
 /// if reached. An entry whose flag was cleared since it was listed (by
 /// [`scan_born`], which scanned the object after the write) is dropped.
 /// Listed objects lie scattered over the heap: the items and objects of the
-/// next entries are loaded ahead, as marking's pipeline does. Returns `true`
-/// once the list is empty.
+/// next entries are loaded ahead, as marking's pipeline does. Says whether
+/// the list is empty, or why it stopped.
 fn rescan(
     marker: &mut Marker<'_>,
     chunks: &Chunks,
@@ -380,14 +420,18 @@ fn rescan(
     must: usize,
     until: Option<std::time::Instant>,
     budget: &mut Budget,
-) -> bool {
+) -> Rescanned {
     let mut n = 0usize;
     while let Some(i) = regrey.pop() {
         if let Some(d) = until {
             // Timed: the owed entries only, until `d`; the rest stays listed.
-            if n >= must || (n % OWED_CLOCK_EVERY == 0 && std::time::Instant::now() >= d) {
+            if n >= must {
                 regrey.push(i);
-                return false;
+                return Rescanned::Left;
+            }
+            if n % OWED_CLOCK_EVERY == 0 && std::time::Instant::now() >= d {
+                regrey.push(i);
+                return Rescanned::Cut;
             }
         }
         ahead(chunks, regrey);
@@ -410,10 +454,14 @@ fn rescan(
         if n <= must {
             budget.note(1);
         } else if budget.spend(1) {
-            return regrey.is_empty();
+            return if regrey.is_empty() {
+                Rescanned::Emptied
+            } else {
+                Rescanned::Left
+            };
         }
     }
-    true
+    Rescanned::Emptied
 }
 
 /// Entries of the re-scan list loaded ahead of the one re-scanned: the

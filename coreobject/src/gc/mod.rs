@@ -103,9 +103,13 @@
 //!   charged to its budget. A slice of [`Heap::step`](crate::Heap::step)
 //!   does all of it; a timed slice (a tick) stops it at its deadline,
 //!   leaves the rest listed, and then drains for half its budget, so it
-//!   takes at most 1.5 times its budget (a program that writes more than
-//!   that can re-scan makes the list grow, and the debt limit below ends
-//!   the cycle).
+//!   takes at most 1.5 times its budget. A program that writes more than
+//!   that can re-scan makes the list grow, so this holds for 16 such cut
+//!   slices a cycle: from the 17th, every slice does all it owes again,
+//!   beyond its deadline (a sixteenth of the list as it then stands, plus
+//!   the program's writes), so marking still ends within 16 more slices
+//!   when the program writes every object every frame and creates none
+//!   (when it creates, the debt limit below may end the cycle first).
 //!   (A minor cycle's remembered set, the old objects changed since the
 //!   last cycle, is re-scanned in budgeted pieces when the cycle starts.)
 //!   The looks queue only handles
@@ -116,7 +120,7 @@
 //!   created during the cycle are black, and the entries are bounded by the
 //!   references of the objects marked, so marking ends after a number of
 //!   slices bounded by the objects and references alive when it began,
-//!   plus 16 (the finishing slices that work off the re-scan list's older
+//!   plus 16, plus 16 timed slices cut at their deadline (the finishing slices that work off the re-scan list's older
 //!   entries; after them each slice's looks re-scan only what the program
 //!   changed since the previous one, which the slice has already done),
 //!   whatever the mutator does (with [`Heap::step`](crate::Heap::step)`(1)`
@@ -426,6 +430,10 @@ struct Cycle {
     /// Older entries of the re-scan list each finishing slice owes (see
     /// `mark_phase::FINISH_SLICES`).
     backlog_share: usize,
+    /// Timed finishing slices whose deadline stopped the re-scans they
+    /// owed: after `mark_phase::FINISH_SLICES` of them, every slice does
+    /// all it owes, whatever its deadline (see `mark_phase::cut`).
+    cut_slices: usize,
 }
 
 /// The collector: its settings, its state between slices, its books.
@@ -772,6 +780,7 @@ impl Collector {
             old_clusters: HashMap::default(),
             finishing: false,
             backlog_share: 0,
+            cut_slices: 0,
         });
 
         // Root candidates: drop stale and duplicate entries, keep the rest.
