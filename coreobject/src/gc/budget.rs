@@ -19,6 +19,9 @@ pub(crate) struct Budget {
     /// Units taken so far, whatever the limits (what a tick reports as its
     /// work).
     used: usize,
+    /// The work units left when the deadline spent the budget: a later
+    /// [`extend`](Self::extend) gives them back.
+    timed_out: Option<usize>,
 }
 
 impl Budget {
@@ -33,16 +36,22 @@ impl Budget {
             work: work.max(1),
             until_clock: CLOCK_EVERY,
             used: 0,
+            timed_out: None,
         }
     }
 
     /// Moves the deadline later, to `to` (a paced slice; see
     /// [`GcConfig::incremental_stretch`](crate::GcConfig::incremental_stretch)).
+    /// A budget the old deadline had spent gets its work units back (if
+    /// `to` has passed too, the next reading of the clock spends it again).
     /// No effect without a deadline.
     pub(crate) fn extend(&mut self, to: Option<Instant>) {
         if let Some(d) = self.deadline {
             // `None`: a deadline past the clock's range, so none at all.
             self.deadline = to.map(|to| d.max(to));
+            if let Some(work) = self.timed_out.take() {
+                self.work = work;
+            }
         }
     }
 
@@ -65,6 +74,7 @@ impl Budget {
         if n >= self.until_clock {
             self.until_clock = CLOCK_EVERY;
             if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                self.timed_out = Some(self.work);
                 self.work = 0;
                 return true;
             }
@@ -121,5 +131,29 @@ impl Budget {
     #[inline(always)]
     pub(crate) fn is_spent(&self) -> bool {
         self.work == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A deadline that spent the budget, then moved later: the work comes
+    /// back (the drain after a finishing slice's owed re-scans relies on it).
+    #[test]
+    fn extending_a_spent_deadline_gives_the_work_back() {
+        let now = Instant::now();
+        let mut b = Budget::new(Some(now), usize::MAX);
+        assert!(b.spend(CLOCK_EVERY), "the deadline has passed");
+        assert!(b.is_spent());
+        b.extend(now.checked_add(Duration::from_secs(3600)));
+        assert!(!b.is_spent());
+        assert!(!b.spend(CLOCK_EVERY));
+        // Spent by its work count, not its deadline: extending gives nothing.
+        let mut w = Budget::new(now.checked_add(Duration::from_secs(3600)), 2);
+        assert!(w.spend(2));
+        w.extend(now.checked_add(Duration::from_secs(7200)));
+        assert!(w.is_spent());
     }
 }
