@@ -584,8 +584,8 @@ fn the_slice_that_ends_marking_rescans_one_slices_writes() {
 /// slice's budget: the two cycles did the same work.
 #[test]
 fn a_major_cycle_forgets_the_remembered_set_in_budgeted_pieces() {
-    let objects = large() / 10;
-    let n = 500;
+    let objects = if cfg!(miri) { 200 } else { large() / 10 };
+    let n = if cfg!(miri) { 20 } else { 500 };
     let run = |write: bool| {
         let mut heap = heap(1);
         let hub = heap.spawn(Node::default()).root().create().unwrap();
