@@ -59,11 +59,34 @@ impl Collector {
             Some(pool) => marker.drain_parallel(pool, budget),
             None => marker.drain(budget),
         };
+        let generational = self.config.generational;
         cycle.stats.mark_threads = cycle
             .stats
             .mark_threads
             .max(pool.map_or(1, par::Pool::threads));
 
+        // A major cycle forgets the last cycle's remembered set: each
+        // entry's flag is cleared (so that a write lists the object again),
+        // in budgeted pieces, before any object is scanned. Writes until
+        // then need no re-scan: marking will read the objects as they are.
+        // One unit per entry. Objects written meanwhile may hold handles to
+        // objects this cycle creates, which stay young: they are noted as
+        // written, as a minor cycle's remembered set is below.
+        if cycle.kind == CycleKind::Major && matches!(cycle.step, Step::Pool(_)) {
+            while cycle.forgotten < cycle.remembered.len() {
+                let i = cycle.remembered[cycle.forgotten];
+                cycle.forgotten += 1;
+                chunks.at(i).clear(flags::REGREY);
+                if generational && !cycle.born.is_empty() {
+                    note_written(&mut self.written_seen, &mut cycle.written, i);
+                }
+                if budget.spend(1) && cycle.forgotten < cycle.remembered.len() {
+                    return false;
+                }
+            }
+            cycle.remembered.clear();
+            cycle.forgotten = 0;
+        }
         // The pool's objects are permanent; what they reference stays alive.
         if let Step::Pool(from) = cycle.step {
             let mut i = from;
@@ -145,7 +168,6 @@ impl Collector {
             cycle.step = Step::Mark;
         }
 
-        let generational = self.config.generational;
         if cycle.finishing {
             // Objects created since the previous slice: black, but their
             // references must be traced. Until the queue first runs dry

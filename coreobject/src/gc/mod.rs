@@ -126,7 +126,9 @@
 //!   whatever the mutator does (with [`Heap::step`](crate::Heap::step)`(1)`
 //!   too).
 //! * **What each step costs.** In units of work ([`Tick::work`]), each
-//!   slice stopping at its budget: the pool's scan (one unit per pool
+//!   slice stopping at its budget: a major cycle's forgetting of the
+//!   remembered set the last cycle left (one unit per entry, before
+//!   anything is scanned), the pool's scan (one unit per pool
 //!   slot), a minor cycle's look at its young objects (one per young
 //!   object) and its remembered set (one per remembered object), the drain
 //!   (one per object marked or queue entry popped, one per eight dead
@@ -139,7 +141,8 @@
 //!   The bookkeeping between steps (starting a cycle, ending marking,
 //!   promotion after a minor cycle) is proportional to what the program
 //!   created or changed, except a major cycle's start, which clears the
-//!   mark bitmap (`slots / 8` bytes, one `memset`). A large object is
+//!   mark bitmap (`slots / 8` bytes, one `memset`; the remembered set's
+//!   flags are cleared by the first marking slices, under their budgets). A large object is
 //!   split: one of more than 65,536 pieces
 //!   ([`Trace::trace_units`](crate::Trace::trace_units), an element of a
 //!   `Vec` or a handle field each) is traced 4,096 pieces at a time, at one
@@ -415,9 +418,15 @@ struct Cycle {
     /// objects, old ones marked as garbage; the free step adds the pending
     /// objects finished this cycle). Major cycles walk the bitmap instead.
     list: Vec<u32>,
-    /// Minor cycles: the remembered set when the cycle started, re-scanned
-    /// in budgeted pieces ([`Step::Remembered`]).
+    /// The remembered set when the cycle started: a minor cycle re-scans it
+    /// in budgeted pieces ([`Step::Remembered`]); a major one clears its
+    /// entries' flags in budgeted pieces before it scans anything
+    /// (`forgotten`), then empties it.
     remembered: Vec<u32>,
+    /// Major cycles: how many entries of `remembered` have had their flag
+    /// cleared. Until an entry has, a write to its object does not list it
+    /// again; no object has been scanned yet, so marking reads it as it is.
+    forgotten: usize,
     /// Minor cycles: whether each GC cluster met among the young objects
     /// has an old member, decided once per cycle (kept across slices).
     old_clusters: HashMap<u32, bool, FxBuildHasher>,
@@ -710,12 +719,11 @@ impl Collector {
         match kind {
             CycleKind::Major => {
                 // Every object is marked afresh: no old objects, no
-                // remembered set.
+                // remembered set. The set's entries keep their flags until
+                // the first marking slices clear them, in budgeted pieces,
+                // before anything is scanned (see `Cycle::forgotten`).
                 self.bits.clear();
                 array.take_touched(&mut self.regrey);
-                for i in self.regrey.drain(..) {
-                    array.at(i).clear(flags::REGREY);
-                }
                 self.young.clear();
                 self.garbage.get_mut().clear();
                 self.revived.get_mut().clear();
@@ -777,6 +785,7 @@ impl Collector {
             written_done: 0,
             list,
             remembered: std::mem::take(&mut self.regrey),
+            forgotten: 0,
             old_clusters: HashMap::default(),
             finishing: false,
             backlog_share: 0,

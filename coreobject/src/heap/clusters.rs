@@ -407,7 +407,9 @@ impl Heap {
                 continue;
             };
             let id = ClusterId(root_h);
-            let root_alive = self.array.lookup(root_h, 0).is_ok();
+            // A root being destroyed (its `finish_destroy` may wait for
+            // cycles) is not alive: its members went with it.
+            let root_alive = self.array.lookup(root_h, flags::UNREACHABLE).is_ok();
             for &m in &c.members {
                 listed.insert(m);
                 match self.array.header(m, 0) {
@@ -445,7 +447,11 @@ impl Heap {
         drop(clusters);
         for o in self.iter_all_allocated() {
             let r = self.array.at(o.index()).cluster_root();
-            if r != 0 && !listed.contains(&o) {
+            // An object being destroyed (flagged unreachable, or not reached
+            // by the marking that just ended) is not a live one: a purge in
+            // slices frees a cluster's root, which forgets the cluster, a
+            // slice or more before its other members, all unreachable.
+            if r != 0 && !listed.contains(&o) && self.array.lookup(o, flags::UNREACHABLE).is_ok() {
                 v.push(ClusterViolation::NotListed { object: o });
             }
         }
