@@ -925,8 +925,8 @@ impl ObjectArray {
         }
     }
 
-    /// Makes room for `n` more freed slots on the free list, so that freeing
-    /// them allocates nothing (see the purge's sweep step).
+    /// Makes room for `n` more freed slots in the free list's directory of
+    /// blocks (the list grows a block at a time, never by copying itself).
     ///
     /// Called once per purge, before it frees: also starts a new page epoch,
     /// which gives back the memory of pages emptied by the previous purge
