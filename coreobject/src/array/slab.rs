@@ -174,6 +174,10 @@ struct PageSource {
     /// The fewest pages `warm` held since the last [`epoch`](Self::epoch):
     /// its bottom `low` pages were not reused in all that time.
     low: usize,
+    /// Pages returned before the last epoch and not reused since, still
+    /// committed: their memory goes back a few pages at a time
+    /// ([`cool`](Self::cool)), so that no slice pays for all of them.
+    cooling: Vec<*mut u8>,
     /// Returned pages whose memory went back to the system, for reuse
     /// before carving new ones.
     free: Vec<*mut u8>,
@@ -192,6 +196,7 @@ impl PageSource {
         PageSource {
             warm: Vec::new(),
             low: 0,
+            cooling: Vec::new(),
             free: Vec::new(),
             next: ptr::null_mut(),
             end: ptr::null_mut(),
@@ -214,6 +219,9 @@ impl PageSource {
             self.low = self.low.min(self.warm.len());
             return p;
         }
+        if let Some(p) = self.cooling.pop() {
+            return p;
+        }
         if let Some(p) = self.free.pop() {
             return p;
         }
@@ -226,6 +234,7 @@ impl PageSource {
             let carved = self.runs.len() * (vm::HUGE / PAGE);
             self.free.reserve(carved - self.free.len());
             self.warm.reserve(carved - self.warm.len());
+            self.cooling.reserve(carved - self.cooling.len());
             self.next = run;
             // SAFETY: the run is `HUGE` bytes long.
             self.end = unsafe { run.add(vm::HUGE) };
@@ -258,13 +267,20 @@ impl PageSource {
     /// again, while a heap that shrank returns its memory one cycle later.
     fn epoch(&mut self) {
         let cold = self.low;
-        for &p in &self.warm[..cold] {
-            // SAFETY: a page of one of our runs, returned by `put` (its contents
-            // are dead) and not handed out since: it stayed below `low`.
-            unsafe { vm::decommit(p, PAGE) };
-        }
-        self.free.extend(self.warm.drain(..cold));
+        self.cooling.extend(self.warm.drain(..cold));
         self.low = self.warm.len();
+    }
+
+    /// Gives back the memory of up to `k` pages that cooled at an epoch
+    /// (each one `madvise`, so the purge spreads them over its slices).
+    fn cool(&mut self, k: usize) {
+        for _ in 0..k {
+            let Some(p) = self.cooling.pop() else { return };
+            // SAFETY: a page of one of our runs, returned by `put` (its contents
+            // are dead) and not handed out since: `get` takes it off `cooling`.
+            unsafe { vm::decommit(p, PAGE) };
+            self.free.push(p);
+        }
     }
 
     /// Returns every run (to the spare list, or to the system).
@@ -278,6 +294,7 @@ impl PageSource {
             unsafe { vm::give(run, vm::HUGE, vm::HUGE) };
         }
         self.free.clear();
+        self.cooling.clear();
         self.warm.clear();
         self.low = 0;
         self.next = ptr::null_mut();
@@ -787,6 +804,15 @@ impl Slabs {
         }
     }
 
+    /// Gives back the memory of up to `k` pages that cooled at the last
+    /// epochs (see [`epoch`](Self::epoch)); the purge calls this as it frees,
+    /// in proportion to what it freed.
+    pub(crate) fn cool(&mut self, k: usize) {
+        if vm::ENABLED {
+            self.source.get_mut().cool(k);
+        }
+    }
+
     /// Whether objects of `layout` live in pages (and so are released with
     /// them by [`release`](Self::release)).
     #[inline]
@@ -1043,9 +1069,15 @@ mod tests {
         // nothing cools yet.
         s.epoch();
         assert_eq!(counts(&mut s), (2, 0));
-        // A whole epoch unused: both cool.
+        // A whole epoch unused: both cool, one page per call.
         s.epoch();
+        assert_eq!(counts(&mut s), (0, 0));
+        assert_eq!(s.source.get_mut().cooling.len(), 2);
+        s.cool(1);
+        assert_eq!(counts(&mut s), (0, 1));
+        s.cool(5);
         assert_eq!(counts(&mut s), (0, 2));
+        assert!(s.source.get_mut().cooling.is_empty());
         // Cold pages are reused too, once no warm one is left.
         let r: Vec<_> = (0..per_page * 2).map(|_| s.alloc(l)).collect();
         assert_eq!(counts(&mut s), (0, 0));
