@@ -1069,7 +1069,19 @@ mod tests {
         // nothing cools yet.
         s.epoch();
         assert_eq!(counts(&mut s), (2, 0));
-        // A whole epoch unused: both cool, one page per call.
+        // A whole epoch unused: both cool, one page per call; until then a
+        // cooling page is reused before any cold one.
+        s.epoch();
+        assert_eq!(counts(&mut s), (0, 0));
+        assert_eq!(s.source.get_mut().cooling.len(), 2);
+        let top = *s.source.get_mut().cooling.last().unwrap();
+        let p = s.source.get_mut().get();
+        assert_eq!(p, top);
+        // SAFETY: `p` came from this source's `get` and holds nothing.
+        unsafe { s.source.get_mut().put(p) };
+        // Returned again, it is warm for one epoch and cools at the next.
+        s.epoch();
+        assert_eq!(counts(&mut s), (1, 0));
         s.epoch();
         assert_eq!(counts(&mut s), (0, 0));
         assert_eq!(s.source.get_mut().cooling.len(), 2);

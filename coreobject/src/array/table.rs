@@ -810,7 +810,13 @@ impl FreeList {
             Some(ranks) => ranks.select(keep as u32).0,
         };
         if let Some(t) = taken {
-            t.extend(self.v.iter_from(split).rev().filter(|&i| i != TOMB));
+            for s in self.v.slices_from(split).rev() {
+                if self.dead == 0 {
+                    t.extend(s.iter().rev());
+                } else {
+                    t.extend(s.iter().rev().filter(|&&i| i != TOMB));
+                }
+            }
         }
         if self.dead > 0 {
             self.dead -= self.v.iter_from(split).filter(|&i| i == TOMB).count();
@@ -851,7 +857,7 @@ const FREE_BLOCK: usize = 8;
 #[derive(Default)]
 struct Blocks {
     /// Every block allocated so far; those past `len` hold no entries.
-    dir: Vec<Box<[u32]>>,
+    dir: Vec<Box<[u32; FREE_BLOCK]>>,
     len: usize,
 }
 
@@ -882,7 +888,9 @@ impl Blocks {
     #[inline]
     fn room(&mut self) {
         if self.len == self.dir.len() * FREE_BLOCK {
-            self.dir.push(vec![0; FREE_BLOCK].into_boxed_slice());
+            let block: Box<[u32]> = vec![0; FREE_BLOCK].into_boxed_slice();
+            self.dir
+                .push(block.try_into().expect("a block of FREE_BLOCK entries"));
         }
     }
 
@@ -916,9 +924,21 @@ impl Blocks {
         }
     }
 
+    /// The entries `from..len`, bottom first, as slices of whole blocks'
+    /// parts.
+    fn slices_from(&self, from: usize) -> impl DoubleEndedIterator<Item = &[u32]> + '_ {
+        let end = self.len;
+        let first = from.min(end) / FREE_BLOCK;
+        (first..end.div_ceil(FREE_BLOCK)).map(move |b| {
+            let lo = if b == first { from % FREE_BLOCK } else { 0 };
+            let hi = end.min((b + 1) * FREE_BLOCK) - b * FREE_BLOCK;
+            &self.dir[b][lo..hi]
+        })
+    }
+
     /// The entries `from..len`, bottom first.
     fn iter_from(&self, from: usize) -> impl DoubleEndedIterator<Item = u32> + '_ {
-        (from..self.len).map(move |i| self.get(i))
+        self.slices_from(from).flat_map(|s| s.iter().copied())
     }
 
     /// Keeps the entries for which `keep` holds, in order.
