@@ -857,6 +857,8 @@ const FREE_BLOCK: usize = 8;
 #[derive(Default)]
 struct Blocks {
     /// Every block allocated so far; those past `len` hold no entries.
+    /// Boxed so that the directory's growth moves pointers, not entries.
+    #[allow(clippy::vec_box)]
     dir: Vec<Box<[u32; FREE_BLOCK]>>,
     len: usize,
 }
