@@ -259,12 +259,14 @@ impl PageSource {
         self.warm.push(p);
     }
 
-    /// Gives back to the system the memory of the pages returned before the
-    /// last epoch and not reused since (called once per collection, as its
-    /// purge begins): a page freed by one collection stays committed until
-    /// the next, so a program that frees and re-creates about as many
-    /// objects each cycle refills the same pages without faulting them in
-    /// again, while a heap that shrank returns its memory one cycle later.
+    /// Moves the pages returned before the last epoch and not reused since
+    /// to `cooling` (called once per collection, as its purge begins), whose
+    /// memory [`cool`](Self::cool) gives back a few pages at a time during
+    /// the purge: a page freed by one collection stays committed until the
+    /// next, so a program that frees and re-creates about as many objects
+    /// each cycle refills the same pages without faulting them in again,
+    /// while a heap that shrank returns its memory one cycle later. This
+    /// step moves pointers only; no `madvise` here.
     fn epoch(&mut self) {
         let cold = self.low;
         self.cooling.extend(self.warm.drain(..cold));
@@ -796,8 +798,9 @@ impl Slabs {
     }
 
     /// Starts a new page epoch (once per collection, as its purge begins):
-    /// pages emptied before the last one and not reused since give their
-    /// memory back to the system (see `PageSource::epoch`).
+    /// pages emptied before the last one and not reused since start to cool,
+    /// and [`cool`](Self::cool) gives their memory back to the system (see
+    /// `PageSource::epoch`).
     pub(crate) fn epoch(&mut self) {
         if vm::ENABLED {
             self.source.get_mut().epoch();
