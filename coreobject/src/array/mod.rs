@@ -831,6 +831,10 @@ impl ObjectArray {
     /// the free list, in the order they were freed, and empties `freed`.
     pub(crate) fn release_freed(&mut self, freed: &mut Vec<u32>) {
         self.slabs.flush_run(&mut self.run);
+        // Pages that cooled at the epoch give their memory back a few at a
+        // time, one per 256 objects freed (an `madvise` costs about as much
+        // as freeing a few dozen objects).
+        self.slabs.cool(1 + freed.len() / 256);
         self.table.release_batch(freed);
         freed.clear();
     }
@@ -925,12 +929,13 @@ impl ObjectArray {
         }
     }
 
-    /// Makes room for `n` more freed slots on the free list, so that freeing
-    /// them allocates nothing (see the purge's sweep step).
+    /// Makes room for `n` more freed slots in the free list's directory of
+    /// blocks (the list grows a block at a time, never by copying itself).
     ///
     /// Called once per purge, before it frees: also starts a new page epoch,
-    /// which gives back the memory of pages emptied by the previous purge
-    /// and not reused since.
+    /// which puts the pages emptied by the previous purge and not reused
+    /// since on the cooling list ([`release_freed`](Self::release_freed)
+    /// gives their memory back, a few pages per slice).
     pub(crate) fn reserve_frees(&mut self, n: usize) {
         self.slabs.epoch();
         self.table.reserve_free(n);

@@ -174,6 +174,10 @@ struct PageSource {
     /// The fewest pages `warm` held since the last [`epoch`](Self::epoch):
     /// its bottom `low` pages were not reused in all that time.
     low: usize,
+    /// Pages returned before the last epoch and not reused since, still
+    /// committed: their memory goes back a few pages at a time
+    /// ([`cool`](Self::cool)), so that no slice pays for all of them.
+    cooling: Vec<*mut u8>,
     /// Returned pages whose memory went back to the system, for reuse
     /// before carving new ones.
     free: Vec<*mut u8>,
@@ -192,6 +196,7 @@ impl PageSource {
         PageSource {
             warm: Vec::new(),
             low: 0,
+            cooling: Vec::new(),
             free: Vec::new(),
             next: ptr::null_mut(),
             end: ptr::null_mut(),
@@ -214,6 +219,9 @@ impl PageSource {
             self.low = self.low.min(self.warm.len());
             return p;
         }
+        if let Some(p) = self.cooling.pop() {
+            return p;
+        }
         if let Some(p) = self.free.pop() {
             return p;
         }
@@ -226,6 +234,7 @@ impl PageSource {
             let carved = self.runs.len() * (vm::HUGE / PAGE);
             self.free.reserve(carved - self.free.len());
             self.warm.reserve(carved - self.warm.len());
+            self.cooling.reserve(carved - self.cooling.len());
             self.next = run;
             // SAFETY: the run is `HUGE` bytes long.
             self.end = unsafe { run.add(vm::HUGE) };
@@ -250,21 +259,30 @@ impl PageSource {
         self.warm.push(p);
     }
 
-    /// Gives back to the system the memory of the pages returned before the
-    /// last epoch and not reused since (called once per collection, as its
-    /// purge begins): a page freed by one collection stays committed until
-    /// the next, so a program that frees and re-creates about as many
-    /// objects each cycle refills the same pages without faulting them in
-    /// again, while a heap that shrank returns its memory one cycle later.
+    /// Moves the pages returned before the last epoch and not reused since
+    /// to `cooling` (called once per collection, as its purge begins), whose
+    /// memory [`cool`](Self::cool) gives back a few pages at a time during
+    /// the purge: a page freed by one collection stays committed until the
+    /// next, so a program that frees and re-creates about as many objects
+    /// each cycle refills the same pages without faulting them in again,
+    /// while a heap that shrank returns its memory one cycle later. This
+    /// step moves pointers only; no `madvise` here.
     fn epoch(&mut self) {
         let cold = self.low;
-        for &p in &self.warm[..cold] {
-            // SAFETY: a page of one of our runs, returned by `put` (its contents
-            // are dead) and not handed out since: it stayed below `low`.
-            unsafe { vm::decommit(p, PAGE) };
-        }
-        self.free.extend(self.warm.drain(..cold));
+        self.cooling.extend(self.warm.drain(..cold));
         self.low = self.warm.len();
+    }
+
+    /// Gives back the memory of up to `k` pages that cooled at an epoch
+    /// (each one `madvise`, so the purge spreads them over its slices).
+    fn cool(&mut self, k: usize) {
+        for _ in 0..k {
+            let Some(p) = self.cooling.pop() else { return };
+            // SAFETY: a page of one of our runs, returned by `put` (its contents
+            // are dead) and not handed out since: `get` takes it off `cooling`.
+            unsafe { vm::decommit(p, PAGE) };
+            self.free.push(p);
+        }
     }
 
     /// Returns every run (to the spare list, or to the system).
@@ -278,6 +296,7 @@ impl PageSource {
             unsafe { vm::give(run, vm::HUGE, vm::HUGE) };
         }
         self.free.clear();
+        self.cooling.clear();
         self.warm.clear();
         self.low = 0;
         self.next = ptr::null_mut();
@@ -779,11 +798,21 @@ impl Slabs {
     }
 
     /// Starts a new page epoch (once per collection, as its purge begins):
-    /// pages emptied before the last one and not reused since give their
-    /// memory back to the system (see `PageSource::epoch`).
+    /// pages emptied before the last one and not reused since start to cool,
+    /// and [`cool`](Self::cool) gives their memory back to the system (see
+    /// `PageSource::epoch`).
     pub(crate) fn epoch(&mut self) {
         if vm::ENABLED {
             self.source.get_mut().epoch();
+        }
+    }
+
+    /// Gives back the memory of up to `k` pages that cooled at the last
+    /// epochs (see [`epoch`](Self::epoch)); the purge calls this as it frees,
+    /// in proportion to what it freed.
+    pub(crate) fn cool(&mut self, k: usize) {
+        if vm::ENABLED {
+            self.source.get_mut().cool(k);
         }
     }
 
@@ -1043,9 +1072,27 @@ mod tests {
         // nothing cools yet.
         s.epoch();
         assert_eq!(counts(&mut s), (2, 0));
-        // A whole epoch unused: both cool.
+        // A whole epoch unused: both cool, one page per call; until then a
+        // cooling page is reused before any cold one.
         s.epoch();
+        assert_eq!(counts(&mut s), (0, 0));
+        assert_eq!(s.source.get_mut().cooling.len(), 2);
+        let top = *s.source.get_mut().cooling.last().unwrap();
+        let p = s.source.get_mut().get();
+        assert_eq!(p, top);
+        // SAFETY: `p` came from this source's `get` and holds nothing.
+        unsafe { s.source.get_mut().put(p) };
+        // Returned again, it is warm for one epoch and cools at the next.
+        s.epoch();
+        assert_eq!(counts(&mut s), (1, 0));
+        s.epoch();
+        assert_eq!(counts(&mut s), (0, 0));
+        assert_eq!(s.source.get_mut().cooling.len(), 2);
+        s.cool(1);
+        assert_eq!(counts(&mut s), (0, 1));
+        s.cool(5);
         assert_eq!(counts(&mut s), (0, 2));
+        assert!(s.source.get_mut().cooling.is_empty());
         // Cold pages are reused too, once no warm one is left.
         let r: Vec<_> = (0..per_page * 2).map(|_| s.alloc(l)).collect();
         assert_eq!(counts(&mut s), (0, 0));

@@ -662,8 +662,9 @@ const TOMB: u32 = u32::MAX;
 /// anywhere in O(1) amortized while the others keep their order.
 #[derive(Default)]
 struct FreeList {
-    /// Entries, bottom first; [`TOMB`] where one was claimed.
-    v: Vec<u32>,
+    /// Entries, bottom first; [`TOMB`] where one was claimed. In blocks, so
+    /// that the list grows without copying itself (see [`Blocks`]).
+    v: Blocks,
     /// Tombstones in `v`.
     dead: usize,
     /// One per live entry of `v`, while `dead > 0`: finds the live entry of
@@ -685,7 +686,7 @@ impl FreeList {
     #[inline(always)]
     fn live_at(&self, r: usize) -> u32 {
         if self.dead == 0 {
-            self.v[r]
+            self.v.get(r)
         } else {
             self.live_at_slow(r)
         }
@@ -697,10 +698,12 @@ impl FreeList {
             .ranks
             .as_ref()
             .expect("ranks kept while tombstones exist");
-        self.v[ranks.select(r as u32).0]
+        self.v.get(ranks.select(r as u32).0)
     }
 
-    /// Makes room for `n` more pushes, so that they allocate nothing.
+    /// Makes room for `n` more pushes in the directory of blocks and in the
+    /// side structures of claims, if any; the blocks themselves come one at a
+    /// time as pushes need them.
     fn reserve(&mut self, n: usize) {
         self.v.reserve(n);
         if let Some(ranks) = &mut self.ranks {
@@ -735,13 +738,13 @@ impl FreeList {
 
     /// Where `index` is on the list, if it is.
     fn position(&mut self, index: u32) -> Option<usize> {
-        if self.v.last() == Some(&index) {
+        if self.v.last() == Some(index) {
             return Some(self.v.len() - 1);
         }
         let v = &self.v;
         let pos = self.pos.get_or_insert_with(|| positions(v));
         let p = *pos.get(&index)? as usize;
-        (v.get(p) == Some(&index)).then_some(p)
+        (p < v.len() && v.get(p) == index).then_some(p)
     }
 
     /// Takes `index` off the list; `false` if it is not on it.
@@ -757,13 +760,13 @@ impl FreeList {
             self.trim();
             return true;
         }
-        self.v[p] = TOMB;
+        self.v.set(p, TOMB);
         self.dead += 1;
         match &mut self.ranks {
             Some(ranks) => ranks.add(p, -1),
             None => {
                 self.ranks = Some(Fenwick::from_counts(
-                    self.v.iter().map(|&i| u32::from(i != TOMB)),
+                    self.v.iter_from(0).map(|i| u32::from(i != TOMB)),
                 ))
             }
         }
@@ -775,7 +778,7 @@ impl FreeList {
 
     /// Pops tombstones off the top and fits `ranks` to `v`.
     fn trim(&mut self) {
-        while self.v.last() == Some(&TOMB) {
+        while self.v.last() == Some(TOMB) {
             self.v.pop();
             self.dead -= 1;
         }
@@ -788,7 +791,7 @@ impl FreeList {
 
     /// Drops the tombstones.
     fn compact(&mut self) {
-        self.v.retain(|&i| i != TOMB);
+        self.v.retain(|i| i != TOMB);
         self.dead = 0;
         self.ranks = None;
         if self.pos.is_some() {
@@ -806,12 +809,17 @@ impl FreeList {
             None => keep,
             Some(ranks) => ranks.select(keep as u32).0,
         };
-        let top = &self.v[split..];
         if let Some(t) = taken {
-            t.extend(top.iter().rev().filter(|&&i| i != TOMB));
+            for s in self.v.slices_from(split).rev() {
+                if self.dead == 0 {
+                    t.extend(s.iter().rev());
+                } else {
+                    t.extend(s.iter().rev().filter(|&&i| i != TOMB));
+                }
+            }
         }
         if self.dead > 0 {
-            self.dead -= top.iter().filter(|&&i| i == TOMB).count();
+            self.dead -= self.v.iter_from(split).filter(|&i| i == TOMB).count();
         }
         self.v.truncate(split);
         self.trim();
@@ -826,12 +834,135 @@ impl FreeList {
 }
 
 /// The index -> position map of a free list.
-fn positions(v: &[u32]) -> FxHashMap<u32, u32> {
-    v.iter()
+fn positions(v: &Blocks) -> FxHashMap<u32, u32> {
+    v.iter_from(0)
         .enumerate()
-        .filter(|&(_, &i)| i != TOMB)
-        .map(|(p, &i)| (i, p as u32))
+        .filter(|&(_, i)| i != TOMB)
+        .map(|(p, i)| (i, p as u32))
         .collect()
+}
+
+/// Entries per block of a [`Blocks`]: 16 KiB.
+#[cfg(not(any(test, miri)))]
+const FREE_BLOCK: usize = 4096;
+/// Entries per block: small in tests, so that the models cross blocks often.
+#[cfg(any(test, miri))]
+const FREE_BLOCK: usize = 8;
+
+/// A growable array of `u32` kept in fixed-size blocks that never move: it
+/// grows by one block at a time, never by copying what it holds, so a push
+/// costs O(1) at worst (a `Vec`'s growth copies the whole list, a step
+/// proportional to the heap inside one slice of the purge). Blocks emptied
+/// by a shrink are kept for the next growth, as a `Vec` keeps its capacity.
+#[derive(Default)]
+struct Blocks {
+    /// Every block allocated so far; those past `len` hold no entries.
+    /// Boxed so that the directory's growth moves pointers, not entries.
+    #[allow(clippy::vec_box)]
+    dir: Vec<Box<[u32; FREE_BLOCK]>>,
+    len: usize,
+}
+
+impl Blocks {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    fn get(&self, i: usize) -> u32 {
+        debug_assert!(i < self.len);
+        self.dir[i / FREE_BLOCK][i % FREE_BLOCK]
+    }
+
+    #[inline]
+    fn set(&mut self, i: usize, x: u32) {
+        debug_assert!(i < self.len);
+        self.dir[i / FREE_BLOCK][i % FREE_BLOCK] = x;
+    }
+
+    fn last(&self) -> Option<u32> {
+        (self.len > 0).then(|| self.get(self.len - 1))
+    }
+
+    /// Makes sure the block that entry `len` goes to exists: one block
+    /// allocated, or none.
+    #[inline]
+    fn room(&mut self) {
+        if self.len == self.dir.len() * FREE_BLOCK {
+            let block: Box<[u32]> = vec![0; FREE_BLOCK].into_boxed_slice();
+            self.dir
+                .push(block.try_into().expect("a block of FREE_BLOCK entries"));
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, x: u32) {
+        self.room();
+        let i = self.len;
+        self.dir[i / FREE_BLOCK][i % FREE_BLOCK] = x;
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<u32> {
+        let x = self.last()?;
+        self.len -= 1;
+        Some(x)
+    }
+
+    fn truncate(&mut self, n: usize) {
+        self.len = self.len.min(n);
+    }
+
+    /// Pushes each of `xs`, in order, a block's part at a time.
+    fn extend_from_slice(&mut self, mut xs: &[u32]) {
+        while !xs.is_empty() {
+            self.room();
+            let (b, o) = (self.len / FREE_BLOCK, self.len % FREE_BLOCK);
+            let k = xs.len().min(FREE_BLOCK - o);
+            self.dir[b][o..o + k].copy_from_slice(&xs[..k]);
+            self.len += k;
+            xs = &xs[k..];
+        }
+    }
+
+    /// The entries `from..len`, bottom first, as slices of whole blocks'
+    /// parts.
+    fn slices_from(&self, from: usize) -> impl DoubleEndedIterator<Item = &[u32]> + '_ {
+        let end = self.len;
+        let first = from.min(end) / FREE_BLOCK;
+        (first..end.div_ceil(FREE_BLOCK)).map(move |b| {
+            let lo = if b == first { from % FREE_BLOCK } else { 0 };
+            let hi = end.min((b + 1) * FREE_BLOCK) - b * FREE_BLOCK;
+            &self.dir[b][lo..hi]
+        })
+    }
+
+    /// The entries `from..len`, bottom first.
+    fn iter_from(&self, from: usize) -> impl DoubleEndedIterator<Item = u32> + '_ {
+        self.slices_from(from).flat_map(|s| s.iter().copied())
+    }
+
+    /// Keeps the entries for which `keep` holds, in order.
+    fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        let mut w = 0;
+        for r in 0..self.len {
+            let x = self.get(r);
+            if keep(x) {
+                self.set(w, x);
+                w += 1;
+            }
+        }
+        self.len = w;
+    }
+
+    /// Makes room in the directory for `n` more entries (pointers only: a
+    /// block's worth of entries costs one), so that pushing them moves no
+    /// directory.
+    fn reserve(&mut self, n: usize) {
+        let blocks = (self.len + n).div_ceil(FREE_BLOCK);
+        self.dir.reserve(blocks.saturating_sub(self.dir.len()));
+    }
 }
 
 // ----- gaps -----------------------------------------------------------------
@@ -1225,6 +1356,44 @@ mod tests {
         t.sync();
         assert_eq!(t.high_water(), 4);
         assert_eq!(t.free_len(), 0);
+    }
+
+    #[test]
+    fn free_list_grows_by_blocks_reuses_lifo_each_once() {
+        // Several blocks (FREE_BLOCK is 8 in tests) and a partial one.
+        let n = (FREE_BLOCK * 5 + 3) as u32;
+        let mut t = Table::new(2 * n, false);
+        for i in 0..n {
+            assert_eq!(t.reserve(), Some(i));
+        }
+        t.sync();
+        // A permutation of 0..n, freed in batches and singly across block ends.
+        let order: Vec<u32> = (0..n).map(|i| (i * 7) % n).collect();
+        t.release_batch(&order[..11]);
+        for &i in &order[11..21] {
+            t.release(i);
+        }
+        t.release_batch(&order[21..]);
+        let blocks = t.free.v.dir.len();
+        assert_eq!(blocks, (n as usize).div_ceil(FREE_BLOCK));
+        // Half reused through the cursor, folded back by a sync mid-list.
+        let half = order.len() / 2;
+        for &want in order[half..].iter().rev() {
+            assert_eq!(t.reserve(), Some(want));
+        }
+        t.sync();
+        assert_eq!(t.free_len(), half);
+        // Freed again on top: the kept blocks take them, none is allocated.
+        t.release_batch(&order[half..]);
+        assert_eq!(t.free.v.dir.len(), blocks);
+        // Last in, first out, each index exactly once, then fresh ones.
+        for &want in order.iter().rev() {
+            assert_eq!(t.reserve(), Some(want));
+        }
+        assert_eq!(t.reserve(), Some(n));
+        t.sync();
+        assert_eq!(t.free_len(), 0);
+        assert_eq!(t.free.v.dir.len(), blocks);
     }
 
     #[test]

@@ -337,10 +337,9 @@ impl Collector {
                     // Every unreachable object is flagged: resolution needs
                     // the bitmap no longer.
                     stage.array.condemned.active = false;
-                    // Grow the free list once, now, rather than while freeing:
-                    // a large allocation makes glibc consolidate its fast bins,
-                    // which the frees below fill, and that costs milliseconds
-                    // inside one slice.
+                    // Start a page epoch, and make room in the free list's
+                    // directory (its blocks come one at a time as the frees
+                    // need them, so no step here copies the list).
                     stage.array.reserve_frees(cycle.stats.unreachable);
                     cycle.stats.sweep += ts.elapsed();
                     cycle.step = Step::Poll(0);
