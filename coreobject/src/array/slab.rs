@@ -476,20 +476,8 @@ impl Slab {
             (head.live, head.list)
         };
         self.live -= 1;
-        if live >= self.lo[b as usize] {
-            return;
-        }
-        if live > 0 {
-            self.move_to(page, b - 1);
-        } else if self.empty >= KEEP_EMPTY {
-            self.unlink(page);
-            self.pages -= 1;
-            // SAFETY: the page came from `source` and holds no object any more.
-            unsafe { source.put(page.cast()) };
-        } else {
-            self.move_to(page, 0);
-            self.empty += 1;
-        }
+        // SAFETY: `page` is a live page of this slab (the caller's contract).
+        unsafe { self.rebanded(page, live, b, source) };
     }
 
     /// [`free`](Self::free) of `n` slots of one page at once: `first` ..
@@ -518,6 +506,18 @@ impl Slab {
             (head.live, head.list)
         };
         self.live -= n as usize;
+        // SAFETY: `page` is a live page of this slab (the caller's contract).
+        unsafe { self.rebanded(page, live, b, source) };
+    }
+
+    /// After frees left `live` objects in `page`, which was in band `b`:
+    /// moves it down to the band its count belongs to (one or several
+    /// bands lower), or, emptied, keeps it as one of the empty pages or
+    /// gives it back to `source`.
+    ///
+    /// # Safety
+    /// `page` is a live page of this slab, listed in band `b`.
+    unsafe fn rebanded(&mut self, page: *mut PageHead, live: u32, b: u8, source: &mut PageSource) {
         if live >= self.lo[b as usize] {
             return;
         }
