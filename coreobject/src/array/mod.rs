@@ -789,7 +789,7 @@ impl ObjectArray {
     pub(crate) fn free(&mut self, index: u32, caught: &mut Caught) -> usize {
         let p = self.unlink(index);
         // SAFETY: `p` left its slot just now.
-        unsafe { self.drop_unlinked(p, caught) }
+        unsafe { self.drop_unlinked(p, caught, false) }
     }
 
     /// [`free`](Self::free) for the purge's plain loop: a reusable index
@@ -810,21 +810,9 @@ impl ObjectArray {
         if reusable {
             freed.push(index);
         }
-        // SAFETY: `p` was a live header that the slot no longer points at, so
-        // this is its one and only drop.
-        let class = unsafe { p.as_ref() }.class();
-        if class.needs_drop() {
-            // SAFETY: as above; the vtable is the object's own class's.
-            guard(caught, || unsafe { (class.vt.drop)(p) });
-        }
-        // SAFETY: the value is dropped (see `drop_unlinked`), its header is
-        // intact, and nothing points at it; `release_freed` flushes the run
+        // SAFETY: `p` left its slot just now; `release_freed` flushes the run
         // before the slabs are used otherwise.
-        unsafe {
-            let (slot, layout) = slot_of(p);
-            self.slabs.free_in_run(&mut self.run, slot, layout);
-        }
-        class.size()
+        unsafe { self.drop_unlinked(p, caught, true) }
     }
 
     /// Returns the indices [`free_batched`](Self::free_batched) gathered to
@@ -840,14 +828,23 @@ impl ObjectArray {
     }
 
     /// Drops the value of an object that has left its slot, catching a
-    /// panicking `Drop`, and takes its memory back. Returns its class's size.
+    /// panicking `Drop`, and takes its memory back: at once, or with
+    /// `in_run` into the purge's run of slots ([`Slabs::free_in_run`]).
+    /// Returns its class's size.
     ///
     /// # Safety
     /// `p` heads a live object that no slot points at any more (it came from
     /// [`unlink`](Self::unlink) or [`vacate_slot`](Self::vacate_slot)), and
-    /// nothing else drops it.
+    /// nothing else drops it; with `in_run`, the run is flushed
+    /// ([`release_freed`](Self::release_freed)) before the slabs are used
+    /// otherwise.
     #[inline(always)]
-    unsafe fn drop_unlinked(&mut self, p: NonNull<Header>, caught: &mut Caught) -> usize {
+    unsafe fn drop_unlinked(
+        &mut self,
+        p: NonNull<Header>,
+        caught: &mut Caught,
+        in_run: bool,
+    ) -> usize {
         // SAFETY: `p` was a live header that the slot no longer points at, so
         // this is its one and only drop.
         let class = unsafe { p.as_ref() }.class();
@@ -859,7 +856,11 @@ impl ObjectArray {
         // but never used again), its header is intact, and nothing points at it.
         unsafe {
             let (slot, layout) = slot_of(p);
-            self.slabs.free(slot, layout);
+            if in_run {
+                self.slabs.free_in_run(&mut self.run, slot, layout);
+            } else {
+                self.slabs.free(slot, layout);
+            }
         }
         class.size()
     }
