@@ -430,6 +430,17 @@ struct Cycle {
     /// Minor cycles: whether each GC cluster met among the young objects
     /// has an old member, decided once per cycle (kept across slices).
     old_clusters: HashMap<u32, bool, FxBuildHasher>,
+    /// Minor cycles: the pool's end when the previous cycle started. The
+    /// pool's young objects (created since then, its indices being handed
+    /// out in order and never freed) are those from here to `pool_end`.
+    pool_lo: u32,
+    /// Minor cycles: the slots of the objects that joined a GC cluster since
+    /// the previous cycle started and, under
+    /// [`GcConfig::outer_keeps_inners`], of those filed under an outer since
+    /// then: with the pool's young objects, the only ones a look may keep
+    /// (see `mark_phase::look_at_young`). Old ones among them cost a bit
+    /// test.
+    looks: Vec<u32>,
     /// Marking has looked at the re-scan list (its queue ran dry once):
     /// from then on every marking slice first re-scans what the program
     /// changed since the previous slice (and a few older entries), so
@@ -466,6 +477,10 @@ pub(crate) struct Collector {
     /// Buffers of a completed cycle kept for the next one (its `born` and
     /// `written` lists).
     spare_list: Vec<u32>,
+    /// A completed cycle's `looks` buffer, kept for the next one.
+    spare_looks: Vec<u32>,
+    /// The pool's end when the last cycle started (see `Cycle::pool_lo`).
+    pool_seen: u32,
     spare_written: Vec<u32>,
     /// Objects marked as garbage since the last cycle (with `gen`): a minor
     /// cycle frees the old ones among them too.
@@ -532,6 +547,8 @@ impl Collector {
             gen,
             young: Vec::new(),
             spare_list: Vec::new(),
+            spare_looks: Vec::new(),
+            pool_seen: 0,
             spare_written: Vec::new(),
             garbage: Mutex::new(Vec::new()),
             major_survivors: 0,
@@ -714,6 +731,21 @@ impl Collector {
         array.start_recording();
         let hw = array.high_water();
         let pool_end = array.pool_end();
+        let pool_lo = std::mem::replace(&mut self.pool_seen, pool_end);
+        // The young objects a minor cycle looks at, recorded as the facts
+        // became known (joining a cluster, being filed under an outer); the
+        // entries recorded from now on are for the next cycle.
+        let mut looks = std::mem::take(&mut self.spare_looks);
+        looks.clear();
+        if kind == CycleKind::Minor && self.config.outer_keeps_inners {
+            std::mem::swap(&mut looks, &mut stage.inners.filed);
+        }
+        stage.inners.filed.clear();
+        if kind == CycleKind::Minor {
+            looks.extend_from_slice(&stage.clusters.joined);
+        }
+        stage.clusters.joined.clear();
+        let array = &mut *stage.array;
         let mut list = Vec::new();
         let mut remembered = 0;
         match kind {
@@ -787,6 +819,8 @@ impl Collector {
             remembered: std::mem::take(&mut self.regrey),
             forgotten: 0,
             old_clusters: HashMap::default(),
+            pool_lo,
+            looks,
             finishing: false,
             backlog_share: 0,
             cut_slices: 0,
@@ -1010,6 +1044,9 @@ impl Collector {
         let mut list = std::mem::take(&mut cycle.list);
         list.clear();
         self.spare_list = list;
+        let mut looks = std::mem::take(&mut cycle.looks);
+        looks.clear();
+        self.spare_looks = looks;
         let mut written = std::mem::take(&mut cycle.written);
         written.clear();
         self.spare_written = written;
