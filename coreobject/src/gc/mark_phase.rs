@@ -617,10 +617,13 @@ fn look_at_young(
         // cluster is alive, and keeps it.
         marker.visit(AnyObj::new(y, s));
     } else if cycle.outer_keeps_inners && f & flags::DEAD == 0 {
-        // An old outer is alive, and keeps its young inners.
+        // An old outer is alive, and keeps its young inners; so does a pool
+        // object (permanent, and never marked).
         let h = AnyObj::new(y, s);
         if let Ok(Some(o)) = stage.array.outer(h, flags::DEAD) {
-            if marker.is_black(o.index()) && stage.array.lookup(o, flags::DEAD).is_ok() {
+            let kept = marker.is_black(o.index())
+                || stage.array.chunks().at(o.index()).flags() & flags::DISREGARD != 0;
+            if kept && stage.array.lookup(o, flags::DEAD).is_ok() {
                 marker.visit(h);
             }
         }
