@@ -129,8 +129,11 @@
 //!   slice stopping at its budget: a major cycle's forgetting of the
 //!   remembered set the last cycle left (one unit per entry, before
 //!   anything is scanned), the pool's scan (one unit per pool
-//!   slot), a minor cycle's look at its young objects (one per young
-//!   object) and its remembered set (one per remembered object), the drain
+//!   slot), a minor cycle's looks at the young objects that may need one
+//!   (one per pool object created, object that joined a cluster and, under
+//!   [`GcConfig::outer_keeps_inners`], inner filed under an outer since the
+//!   previous cycle started: plain young objects cost nothing) and its
+//!   remembered set (one per remembered object), the drain
 //!   (one per object marked or queue entry popped, one per eight dead
 //!   entries dropped), the looks at what the program did (one per object
 //!   created or changed; a finishing slice also owes, beyond its budget,
@@ -180,8 +183,16 @@
 //!
 //! * **Marking** starts from the roots, strong handles and referencers (old
 //!   ones are already marked, so visiting them costs a bit test), the
-//!   **remembered set**, the new objects in the disregard-for-GC pool, and,
-//!   under [`GcConfig::outer_keeps_inners`], the young inners of old outers.
+//!   **remembered set**, the new objects in the disregard-for-GC pool, the
+//!   young members of GC clusters with old members, and, under
+//!   [`GcConfig::outer_keeps_inners`], the young inners of old outers (or of
+//!   pool objects). Those young objects are listed as the facts become
+//!   known: the pool's new objects are a range of indices (handed out in
+//!   order, never freed), an object joining a cluster (between cycles
+//!   only) and an inner filed under its outer (at creation through `&Heap`
+//!   on any thread or `&mut Heap`, or by a move, whenever the outer →
+//!   inners index is kept) are pushed on lists each cycle's start takes,
+//!   so marking never looks at every young object.
 //!   The remembered set is the write barrier's list kept between cycles:
 //!   the first `get_mut` of an old object (or of a pool object) after a
 //!   cycle puts it there, and the read barrier of interior-mutable classes
@@ -336,9 +347,12 @@ pub(crate) struct Stage<'h> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
     /// Scanning the pool's objects, from this index (a major cycle), or
-    /// looking at the young objects, from this position in the cycle's
-    /// list (a minor one: the new pool objects, the young members of
-    /// clusters with old members, the young inners of old outers).
+    /// looking at the young objects that may need it, from this position
+    /// (a minor one: the pool's new objects from `Cycle::pool_lo`, then
+    /// `Cycle::looks`, the objects that joined a cluster or were filed
+    /// under an outer since the previous cycle started; the young members
+    /// of clusters with old members and the young inners of old outers
+    /// among them are greyed).
     Pool(u32),
     /// Re-scanning the remembered set (a minor cycle's old objects changed
     /// since the last cycle), from this position.
