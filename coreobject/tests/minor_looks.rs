@@ -169,13 +169,6 @@ fn check(heap: &Heap, model: &mut Model, inners: bool, at: &str) {
                     .map(|&k| heap.get(k).map_or(u64::MAX, |k| k.id))
                     .collect();
                 if reach.contains(&id) {
-                    if kids != m.kids {
-                        for k in &m.kids {
-                            if let Some(km) = model.objs.get(k) {
-                                eprintln!("kid {k}: {} alive {}", m_desc(km), heap.contains(km.h));
-                            }
-                        }
-                    }
                     assert_eq!(kids, m.kids, "{at}: object {id} lost a kid");
                 }
             }
@@ -303,12 +296,6 @@ fn run(seed: u64, ops: usize) {
                     if let Some(a) = model.pick(&mut rng, &reach) {
                         heap[model.objs[&a].h].kids.push(h);
                         model.objs.get_mut(&a).unwrap().kids.push(id);
-                        if std::env::var("LOOKS_DEBUG").is_ok() && model.objs[&a].pool {
-                            eprintln!(
-                                "op {op}: store new {id} in pool {a}, phase {:?}",
-                                heap.gc_phase()
-                            );
-                        }
                     }
                 }
             }
@@ -372,12 +359,6 @@ fn run(seed: u64, ops: usize) {
                         if let Some(a) = model.pick(&mut rng, &reach) {
                             heap[model.objs[&a].h].kids.push(h);
                             model.objs.get_mut(&a).unwrap().kids.push(id);
-                            if std::env::var("LOOKS_DEBUG").is_ok() && model.objs[&a].pool {
-                                eprintln!(
-                                    "op {op}: store thread-made {id} in pool {a}, phase {:?}",
-                                    heap.gc_phase()
-                                );
-                            }
                         }
                     }
                 }
@@ -390,13 +371,6 @@ fn run(seed: u64, ops: usize) {
                     let bh = model.objs[&b].h;
                     heap[model.objs[&a].h].kids.push(bh);
                     model.objs.get_mut(&a).unwrap().kids.push(b);
-                    if std::env::var("LOOKS_DEBUG").is_ok() && model.objs[&a].pool {
-                        eprintln!(
-                            "op {op}: link pool {a} -> {b} ({}) phase {:?}",
-                            m_desc(&model.objs[&b]),
-                            heap.gc_phase()
-                        );
-                    }
                 }
             }
             7 | 8 => {
@@ -534,46 +508,9 @@ fn run(seed: u64, ops: usize) {
                         heap.step(work)
                     }
                 };
-                if std::env::var("LOOKS_DEBUG").is_ok()
-                    && (t.started.is_some() || t.completed.is_some())
-                {
-                    eprintln!(
-                        "op {op}: {kind:?} slice started {:?} completed {:?} phase {:?}",
-                        t.started,
-                        t.completed.as_ref().map(|s| s.kind),
-                        heap.gc_phase()
-                    );
-                }
                 if let Some(s) = t.completed {
                     let (k, _, doomed) = cycle.take().unwrap();
                     assert_eq!(s.kind, k);
-                    if std::env::var("LOOKS_DEBUG").is_ok() {
-                        for &id in &doomed {
-                            if let Some(m) = model.objs.get(&id) {
-                                if heap.contains(m.h) {
-                                    let refs: Vec<u64> = model
-                                        .objs
-                                        .iter()
-                                        .filter(|(_, o)| {
-                                            heap.get(o.h).is_some_and(|n| n.kids.contains(&m.h))
-                                        })
-                                        .map(|(&i, _)| i)
-                                        .collect();
-                                    let inn: Vec<u64> = model
-                                        .objs
-                                        .iter()
-                                        .filter(|(_, o)| o.outer == Some(id))
-                                        .map(|(&i, _)| i)
-                                        .collect();
-                                    eprintln!(
-                                        "survivor {id} {} refs {refs:?} inners {inn:?} old? {}",
-                                        m_desc(m),
-                                        m.born < model.starts
-                                    );
-                                }
-                            }
-                        }
-                    }
                     for id in doomed {
                         if let Some(m) = model.objs.get(&id) {
                             assert!(
