@@ -207,7 +207,7 @@ fn node(id: u64, kids: Vec<Obj<Node>>) -> Node {
 }
 
 fn run(seed: u64, ops: usize) {
-    let world_n = if cfg!(miri) { 40 } else { 300 };
+    let world_n = if cfg!(miri) { 20 } else { 300 };
     // Ballast outside the model, so that creation through `&Heap` goes
     // through the per-thread caches (heaps of 8,192 objects or more).
     let ballast_n = if cfg!(miri) { 0 } else { 9_000 };
@@ -554,7 +554,7 @@ fn run(seed: u64, ops: usize) {
 #[test]
 fn sliced_minor_cycles_keep_what_looks_must_keep() {
     let (seeds, ops) = if cfg!(miri) {
-        (1, 300)
+        (1, 80)
     } else if full_tests() {
         (24, 4_000)
     } else {

@@ -637,10 +637,12 @@ impl Collector {
             + self.partial.capacity() * 16
             + self.regrey.capacity() * 4
             + (self.spare_list.capacity() + self.spare_written.capacity()) * 4
+            + self.spare_looks.capacity() * 4
             + self.pending.capacity() * std::mem::size_of::<Pending>()
             + self.roots_scratch.capacity() * 4
             + self.cycle.as_ref().map_or(0, |c| {
-                c.born.capacity() * 4 + c.waiting.capacity() * std::mem::size_of::<Pending>()
+                (c.born.capacity() + c.looks.capacity()) * 4
+                    + c.waiting.capacity() * std::mem::size_of::<Pending>()
             })
     }
 
