@@ -107,6 +107,11 @@ pub(crate) struct Clusters {
     /// All clear between gatherings: a bitmap by slot of the references out
     /// listed so far, while a cluster is gathered.
     pub(crate) seen: Vec<u64>,
+    /// Slots of the objects that joined a cluster since the last cycle
+    /// started (clusters change only between cycles): the only young
+    /// objects a minor cycle looks at for their cluster (see
+    /// `gc::mark_phase::look_at_young`). Taken by each cycle's start.
+    pub(crate) joined: Vec<u32>,
 }
 
 impl Clusters {

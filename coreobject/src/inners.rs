@@ -39,6 +39,11 @@ struct Entry {
 #[derive(Default)]
 pub(crate) struct Inners {
     by_outer: FxHashMap<u64, Entry>,
+    /// Slots of the inners filed since the last cycle started (created
+    /// with an outer, or moved under one): the only young objects a minor
+    /// cycle looks at for an old outer that keeps them (see
+    /// `gc::mark_phase::look_at_young`). Taken by each cycle's start.
+    pub(crate) filed: Vec<u32>,
 }
 
 impl Inners {
@@ -60,6 +65,7 @@ impl Inners {
 
     /// Records that `inner` was created with `outer`, a live object.
     pub(crate) fn insert(&mut self, outer: AnyObj, inner: AnyObj) {
+        self.filed.push(inner.index());
         self.by_outer
             .entry(outer.to_bits())
             .or_default()
@@ -113,6 +119,7 @@ impl Inners {
                 .values()
                 .map(|e| e.inners.capacity() * std::mem::size_of::<AnyObj>())
                 .sum::<usize>()
+            + self.filed.capacity() * 4
     }
 }
 

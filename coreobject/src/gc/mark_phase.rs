@@ -92,17 +92,30 @@ impl Collector {
             let mut i = from;
             if cycle.kind == CycleKind::Minor {
                 // The pool is old: pool objects changed since the last cycle
-                // are in the remembered set, and only new ones (young) are
-                // scanned. One flag test per young object, in budgeted
-                // pieces: the young list is what the program allocated.
+                // are in the remembered set, and only new ones (young: from
+                // `pool_lo` on) are scanned. Then the looks at the young
+                // objects that joined a cluster or were filed under an outer
+                // since the last cycle (`looks`): no other young object can
+                // need one. One unit per entry, in budgeted pieces.
                 // Whether each cluster met has an old member is decided once
                 // per cluster and cycle (a level's content is young together).
                 let mut old_cluster = std::mem::take(&mut cycle.old_clusters);
                 let mut k = from as usize;
-                while k < cycle.list.len() {
-                    let y = cycle.list[k];
+                let pool_young = cycle.pool_end.saturating_sub(cycle.pool_lo) as usize;
+                while k < pool_young + cycle.looks.len() {
+                    if k < pool_young {
+                        let p = cycle.pool_lo + k as u32;
+                        let item = chunks.at(p);
+                        if item.flags() & flags::DISREGARD != 0 {
+                            if let Some(o) = item.object() {
+                                marker.scan_slot(p, item, o);
+                            }
+                        }
+                    } else {
+                        let y = cycle.looks[k - pool_young];
+                        look_at_young(&mut marker, &mut old_cluster, stage, cycle, y);
+                    }
                     k += 1;
-                    look_at_young(&mut marker, &mut old_cluster, stage, cycle, y);
                     if budget.spend(1) {
                         cycle.step = Step::Pool(k as u32);
                         cycle.old_clusters = old_cluster;
@@ -563,9 +576,11 @@ fn scan_born(
     true
 }
 
-/// A minor cycle's look at young object `y`: a new pool object is
-/// scanned, a young member of a cluster with old members or a young
-/// inner of an old outer (when outers keep inners) is greyed.
+/// A minor cycle's look at object `y`, which joined a cluster or was filed
+/// under an outer since the last cycle: a young member of a cluster with
+/// old members or a young inner of an old outer (when outers keep inners)
+/// is greyed. An old (marked) one, or one already greyed, costs a bit test.
+/// (The slot may hold another object by now: the look is at what it holds.)
 fn look_at_young(
     marker: &mut Marker<'_>,
     old_cluster: &mut HashMap<u32, bool, FxBuildHasher>,
@@ -573,13 +588,16 @@ fn look_at_young(
     cycle: &Cycle,
     y: u32,
 ) {
+    if marker.is_black(y) {
+        return;
+    }
     let item = stage.array.chunks().at(y);
     let f = item.flags();
-    let (Some(p), Some(s)) = (item.object(), NonZeroU32::new(item.serial())) else {
+    let (Some(_), Some(s)) = (item.object(), NonZeroU32::new(item.serial())) else {
         return;
     };
+    // The pool's new objects are scanned from its range.
     if f & flags::DISREGARD != 0 {
-        marker.scan_slot(y, item, p);
         return;
     }
     let root = item.cluster_root();
@@ -599,10 +617,13 @@ fn look_at_young(
         // cluster is alive, and keeps it.
         marker.visit(AnyObj::new(y, s));
     } else if cycle.outer_keeps_inners && f & flags::DEAD == 0 {
-        // An old outer is alive, and keeps its young inners.
+        // An old outer is alive, and keeps its young inners; so does a pool
+        // object (permanent, and never marked).
         let h = AnyObj::new(y, s);
         if let Ok(Some(o)) = stage.array.outer(h, flags::DEAD) {
-            if marker.is_black(o.index()) && stage.array.lookup(o, flags::DEAD).is_ok() {
+            let kept = marker.is_black(o.index())
+                || stage.array.chunks().at(o.index()).flags() & flags::DISREGARD != 0;
+            if kept && stage.array.lookup(o, flags::DEAD).is_ok() {
                 marker.visit(h);
             }
         }

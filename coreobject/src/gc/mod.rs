@@ -129,8 +129,11 @@
 //!   slice stopping at its budget: a major cycle's forgetting of the
 //!   remembered set the last cycle left (one unit per entry, before
 //!   anything is scanned), the pool's scan (one unit per pool
-//!   slot), a minor cycle's look at its young objects (one per young
-//!   object) and its remembered set (one per remembered object), the drain
+//!   slot), a minor cycle's looks at the young objects that may need one
+//!   (one per pool object created, object that joined a cluster and, under
+//!   [`GcConfig::outer_keeps_inners`], inner filed under an outer since the
+//!   previous cycle started: plain young objects cost nothing) and its
+//!   remembered set (one per remembered object), the drain
 //!   (one per object marked or queue entry popped, one per eight dead
 //!   entries dropped), the looks at what the program did (one per object
 //!   created or changed; a finishing slice also owes, beyond its budget,
@@ -180,8 +183,16 @@
 //!
 //! * **Marking** starts from the roots, strong handles and referencers (old
 //!   ones are already marked, so visiting them costs a bit test), the
-//!   **remembered set**, the new objects in the disregard-for-GC pool, and,
-//!   under [`GcConfig::outer_keeps_inners`], the young inners of old outers.
+//!   **remembered set**, the new objects in the disregard-for-GC pool, the
+//!   young members of GC clusters with old members, and, under
+//!   [`GcConfig::outer_keeps_inners`], the young inners of old outers (or of
+//!   pool objects). Those young objects are listed as the facts become
+//!   known: the pool's new objects are a range of indices (handed out in
+//!   order, never freed), an object joining a cluster (between cycles
+//!   only) and an inner filed under its outer (at creation through `&Heap`
+//!   on any thread or `&mut Heap`, or by a move, whenever the outer →
+//!   inners index is kept) are pushed on lists each cycle's start takes,
+//!   so marking never looks at every young object.
 //!   The remembered set is the write barrier's list kept between cycles:
 //!   the first `get_mut` of an old object (or of a pool object) after a
 //!   cycle puts it there, and the read barrier of interior-mutable classes
@@ -336,9 +347,12 @@ pub(crate) struct Stage<'h> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
     /// Scanning the pool's objects, from this index (a major cycle), or
-    /// looking at the young objects, from this position in the cycle's
-    /// list (a minor one: the new pool objects, the young members of
-    /// clusters with old members, the young inners of old outers).
+    /// looking at the young objects that may need it, from this position
+    /// (a minor one: the pool's new objects from `Cycle::pool_lo`, then
+    /// `Cycle::looks`, the objects that joined a cluster or were filed
+    /// under an outer since the previous cycle started; the young members
+    /// of clusters with old members and the young inners of old outers
+    /// among them are greyed).
     Pool(u32),
     /// Re-scanning the remembered set (a minor cycle's old objects changed
     /// since the last cycle), from this position.
@@ -430,6 +444,17 @@ struct Cycle {
     /// Minor cycles: whether each GC cluster met among the young objects
     /// has an old member, decided once per cycle (kept across slices).
     old_clusters: HashMap<u32, bool, FxBuildHasher>,
+    /// Minor cycles: the pool's end when the previous cycle started. The
+    /// pool's young objects (created since then, its indices being handed
+    /// out in order and never freed) are those from here to `pool_end`.
+    pool_lo: u32,
+    /// Minor cycles: the slots of the objects that joined a GC cluster since
+    /// the previous cycle started and, under
+    /// [`GcConfig::outer_keeps_inners`], of those filed under an outer since
+    /// then: with the pool's young objects, the only ones a look may keep
+    /// (see `mark_phase::look_at_young`). Old ones among them cost a bit
+    /// test.
+    looks: Vec<u32>,
     /// Marking has looked at the re-scan list (its queue ran dry once):
     /// from then on every marking slice first re-scans what the program
     /// changed since the previous slice (and a few older entries), so
@@ -466,6 +491,10 @@ pub(crate) struct Collector {
     /// Buffers of a completed cycle kept for the next one (its `born` and
     /// `written` lists).
     spare_list: Vec<u32>,
+    /// A completed cycle's `looks` buffer, kept for the next one.
+    spare_looks: Vec<u32>,
+    /// The pool's end when the last cycle started (see `Cycle::pool_lo`).
+    pool_seen: u32,
     spare_written: Vec<u32>,
     /// Objects marked as garbage since the last cycle (with `gen`): a minor
     /// cycle frees the old ones among them too.
@@ -532,6 +561,8 @@ impl Collector {
             gen,
             young: Vec::new(),
             spare_list: Vec::new(),
+            spare_looks: Vec::new(),
+            pool_seen: 0,
             spare_written: Vec::new(),
             garbage: Mutex::new(Vec::new()),
             major_survivors: 0,
@@ -606,10 +637,12 @@ impl Collector {
             + self.partial.capacity() * 16
             + self.regrey.capacity() * 4
             + (self.spare_list.capacity() + self.spare_written.capacity()) * 4
+            + self.spare_looks.capacity() * 4
             + self.pending.capacity() * std::mem::size_of::<Pending>()
             + self.roots_scratch.capacity() * 4
             + self.cycle.as_ref().map_or(0, |c| {
-                c.born.capacity() * 4 + c.waiting.capacity() * std::mem::size_of::<Pending>()
+                (c.born.capacity() + c.looks.capacity()) * 4
+                    + c.waiting.capacity() * std::mem::size_of::<Pending>()
             })
     }
 
@@ -714,6 +747,21 @@ impl Collector {
         array.start_recording();
         let hw = array.high_water();
         let pool_end = array.pool_end();
+        let pool_lo = std::mem::replace(&mut self.pool_seen, pool_end);
+        // The young objects a minor cycle looks at, recorded as the facts
+        // became known (joining a cluster, being filed under an outer); the
+        // entries recorded from now on are for the next cycle.
+        let mut looks = std::mem::take(&mut self.spare_looks);
+        looks.clear();
+        if kind == CycleKind::Minor && self.config.outer_keeps_inners {
+            std::mem::swap(&mut looks, &mut stage.inners.filed);
+        }
+        stage.inners.filed.clear();
+        if kind == CycleKind::Minor {
+            looks.extend_from_slice(&stage.clusters.joined);
+        }
+        stage.clusters.joined.clear();
+        let array = &mut *stage.array;
         let mut list = Vec::new();
         let mut remembered = 0;
         match kind {
@@ -787,6 +835,8 @@ impl Collector {
             remembered: std::mem::take(&mut self.regrey),
             forgotten: 0,
             old_clusters: HashMap::default(),
+            pool_lo,
+            looks,
             finishing: false,
             backlog_share: 0,
             cut_slices: 0,
@@ -1010,6 +1060,9 @@ impl Collector {
         let mut list = std::mem::take(&mut cycle.list);
         list.clear();
         self.spare_list = list;
+        let mut looks = std::mem::take(&mut cycle.looks);
+        looks.clear();
+        self.spare_looks = looks;
         let mut written = std::mem::take(&mut cycle.written);
         written.clear();
         self.spare_written = written;

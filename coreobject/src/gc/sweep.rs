@@ -694,7 +694,8 @@ fn free_one(
 /// Slot `i`, in a cycle's `written` list (see `Cycle::written`), leaves it
 /// (its bit in `seen` is cleared) and, if it is an `old` object still alive
 /// and not yet listed, joins the remembered set `regrey`: it may hold a
-/// handle to an object the cycle created, which stays young.
+/// handle to an object the cycle created, which stays young. Objects in the
+/// disregard-for-GC pool count as old.
 pub(super) fn remember_written(
     seen: &mut [u64],
     regrey: &mut Vec<u32>,
@@ -703,7 +704,8 @@ pub(super) fn remember_written(
     old: bool,
 ) {
     seen[(i >> 6) as usize] &= !(1 << (i & 63));
-    if old
+    // A pool object is old without a mark (as in the write barrier).
+    if (old || item.flags() & flags::DISREGARD != 0)
         && item.object().is_some()
         && item.flags() & flags::UNREACHABLE == 0
         && item.set(flags::REGREY) & flags::REGREY == 0

@@ -92,9 +92,11 @@ impl Heap {
         let mut seen = std::mem::take(&mut self.clusters.get_mut().seen);
         let mut members = vec![root];
         let external = self.walk(tag, &mut members, true, &mut seen);
+        let clusters = self.clusters.get_mut();
+        // The next minor cycle looks at the young ones among them.
+        clusters.joined.extend(members.iter().map(|m| m.index()));
         let mut c = Cluster::new(members, &mut seen);
         c.external = external;
-        let clusters = self.clusters.get_mut();
         clusters.seen = seen;
         clusters.by_root.insert(root.index(), c);
         Ok(ClusterId(root))
@@ -249,6 +251,7 @@ impl Heap {
             .at(obj.index())
             .set_cluster_root(cluster.0.index() + 1);
         let clusters = self.clusters.get_mut();
+        clusters.joined.push(obj.index());
         let c = clusters.by_root.get_mut(&cluster.0.index());
         let c = c.expect("checked alive");
         c.members.push(obj);

@@ -321,6 +321,7 @@ impl Heap {
             }
         }
         let clusters = self.clusters.get_mut();
+        clusters.joined.extend(kept.iter().map(|m| m.index()));
         let c = crate::cluster::Cluster::new(kept, &mut clusters.seen);
         clusters.by_root.insert(root.index(), c);
         // Its references out are gathered before the next cycle.
