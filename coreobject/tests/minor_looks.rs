@@ -552,6 +552,10 @@ fn run(seed: u64, ops: usize) {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "safe code only (the looks add no unsafe code); minutes under miri, and the table and collector code it reaches runs under miri in the other files"
+)]
 fn sliced_minor_cycles_keep_what_looks_must_keep() {
     let (seeds, ops) = if cfg!(miri) {
         (1, 80)
