@@ -168,11 +168,11 @@ impl Collector {
             cycle.step = Step::Mark;
         }
 
-        if cycle.finishing && !marker.take_shaded(&mut self.shaded, budget) {
-            cycle.stats.marked += std::mem::take(&mut marker.marked);
-            return false;
-        }
         if cycle.finishing {
+            // What objects traced at birth since the previous slice shaded:
+            // budgeted, as the scan below (the looks queue the rest), and
+            // never in the way of the re-scans this slice owes.
+            marker.take_shaded(&mut self.shaded, budget);
             // Objects created since the previous slice: black, but their
             // references must be traced. Until the queue first runs dry
             // they wait for the looks (by then most of what they reference
@@ -534,6 +534,10 @@ fn ahead(chunks: &Chunks, regrey: &[u32]) {
     }
 }
 
+/// Objects traced at birth the born scan passes over per unit of work (a
+/// bitmap test each, against a scan's cold item and object).
+const PASSED_PER_UNIT: usize = 32;
+
 /// Scans the objects created during the cycle from position `*seen` of
 /// `born` (each one once: black, but its references must be traced), while
 /// the budget lasts. An object listed for a re-scan since it was created
@@ -542,8 +546,9 @@ fn ahead(chunks: &Chunks, regrey: &[u32]) {
 /// traced at its creation (its bit in `traced` set, see
 /// [`Collector::trace_at_birth`]) is passed over at the cost of that bit
 /// test, its bit cleared and no unit spent: a write to it since then listed
-/// it for a re-scan, which [`rescan`] does (it is `BORN`). Returns `true`
-/// once all of `born` is scanned.
+/// it for a re-scan, which [`rescan`] does (it is `BORN`); one unit per
+/// [`PASSED_PER_UNIT`] such objects, so that a slice passes over a bounded
+/// number. Returns `true` once all of `born` is scanned.
 fn scan_born(
     marker: &mut Marker<'_>,
     chunks: &Chunks,
@@ -553,6 +558,7 @@ fn scan_born(
     written: Written<'_>,
     budget: &mut Budget,
 ) -> bool {
+    let mut passed = 0usize;
     while *seen < born.len() {
         let i = born[*seen];
         *seen += 1;
@@ -560,6 +566,10 @@ fn scan_born(
             let bit = 1u64 << (i & 63);
             if *w & bit != 0 {
                 *w &= !bit;
+                passed += 1;
+                if passed % PASSED_PER_UNIT == 0 && budget.spend(1) {
+                    return *seen == born.len();
+                }
                 continue;
             }
         }

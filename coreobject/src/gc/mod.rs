@@ -85,7 +85,7 @@
 //!   object, an old one in a minor cycle, or one created during the cycle
 //!   costs a bit test; the others are kept in a buffer that the looks below
 //!   queue, dropping those marked by then at a bit test each), and the born
-//!   scan passes over it at the cost of a bitmap test. A write to it after
+//!   scan passes over it at the cost of a bitmap test (a unit per 32). A write to it after
 //!   that lists it for a re-scan like any other. Outside marking this costs
 //!   creation one predictable branch.
 //! * **New roots are seen.** Roots added and strong handles taken during a
@@ -143,8 +143,8 @@
 //!   object) and its remembered set (one per remembered object), the drain
 //!   (one per object marked or queue entry popped, one per eight dead
 //!   entries dropped), the looks at what the program did (one per object
-//!   created through `&Heap` or changed, none for one traced at its
-//!   creation, one per eight handles such objects shaded; a finishing slice also owes, beyond its budget,
+//!   created through `&Heap` or changed, one per 32 objects traced at
+//!   their creation, one per eight handles such objects shaded; a finishing slice also owes, beyond its budget,
 //!   one per object changed since the previous slice and a sixteenth of
 //!   the re-scan list its first look left), the sweep (one per 64-slot bitmap word of a major
 //!   cycle, or eight young-list entries of a minor one, and one per object
