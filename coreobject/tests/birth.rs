@@ -120,7 +120,12 @@ fn model_run(kind: CycleKind, threads: usize, n: usize, seed: u64) {
     };
     // Handles kept outside the heap: never roots.
     let mut outside: Vec<Obj<Node>> = Vec::new();
-    for k in 0..120 {
+    let (first, young, mutating) = if cfg!(miri) {
+        (24, 12, 24)
+    } else {
+        (120, 60, 400)
+    };
+    for k in 0..first {
         let o = create_shared(&mut heap, &mut model);
         outside.push(o);
         if k % 4 != 0 {
@@ -138,7 +143,7 @@ fn model_run(kind: CycleKind, threads: usize, n: usize, seed: u64) {
     heap.collect().unwrap();
     model.kids.retain(|o, _| heap.contains(*o));
     model.outer.retain(|o, _| heap.contains(*o));
-    for k in 0..60 {
+    for k in 0..young {
         let o = create_shared(&mut heap, &mut model);
         outside.push(o);
         if k % 2 == 0 {
@@ -161,7 +166,7 @@ fn model_run(kind: CycleKind, threads: usize, n: usize, seed: u64) {
                 break;
             }
             assert!(slices < 100_000, "{ctx}: cycle {cycle} does not end");
-            if slices > 400 {
+            if slices > mutating {
                 // Enough mutation: let the cycle end.
                 continue;
             }
@@ -244,7 +249,7 @@ fn model_run(kind: CycleKind, threads: usize, n: usize, seed: u64) {
 #[test]
 fn objects_traced_at_birth_keep_what_they_reference() {
     let mut seed = 3;
-    let ns: &[usize] = if cfg!(miri) { &[7] } else { &[1, 3, 40, 500] };
+    let ns: &[usize] = if cfg!(miri) { &[16] } else { &[1, 3, 40, 500] };
     let threads: &[usize] = if cfg!(miri) { &[1] } else { &[1, 2] };
     for kind in [CycleKind::Major, CycleKind::Minor] {
         for &t in threads {
