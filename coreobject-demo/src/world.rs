@@ -889,7 +889,7 @@ impl Sim {
         self.next_level += 1;
         let level = self
             .heap
-            .spawn(Level {
+            .spawn_mut(Level {
                 number,
                 actors: Vec::new(),
                 projectiles: Vec::new(),
@@ -906,7 +906,7 @@ impl Sim {
         let (package, assets) = self.load_level_package(level, number)?;
         let static_content = self
             .heap
-            .spawn(StaticContent { props: Vec::new() })
+            .spawn_mut(StaticContent { props: Vec::new() })
             .outer(level)
             .name(self.names.static_content)
             .create()?;
@@ -944,7 +944,7 @@ impl Sim {
     ) -> Result<(Obj<Package>, Assets), Error> {
         let package = self
             .heap
-            .spawn(Package { assets: Vec::new() })
+            .spawn_mut(Package { assets: Vec::new() })
             .outer(level)
             .name(self.names.content)
             .create()?;
@@ -994,7 +994,7 @@ impl Sim {
         };
         let prop = self
             .heap
-            .spawn(StaticProp {
+            .spawn_mut(StaticProp {
                 kind,
                 transform,
                 components: Vec::new(),
@@ -1032,7 +1032,7 @@ impl Sim {
             let relative = self.random_transform(2.0);
             let c = self
                 .heap
-                .spawn(Component {
+                .spawn_mut(Component {
                     kind,
                     attach_parent: components.first().copied(),
                     asset,
@@ -1180,7 +1180,7 @@ impl Sim {
         let relative = self.random_transform(2.0);
         let c = self
             .heap
-            .spawn(Component {
+            .spawn_mut(Component {
                 kind,
                 attach_parent: parent,
                 asset,
@@ -1215,7 +1215,7 @@ impl Sim {
         let transform = self.random_transform(10_000.0);
         let actor = self
             .heap
-            .spawn(Actor {
+            .spawn_mut(Actor {
                 id,
                 archetype,
                 team: self.rng.u8(..4),
@@ -1512,7 +1512,7 @@ impl Sim {
         let d = [to[0] - from[0], to[1] - from[1], to[2] - from[2]];
         let len = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt().max(1e-3);
         let speed = 40.0 / len;
-        let p = self.heap.try_create(Projectile {
+        let p = self.heap.try_create_mut(Projectile {
             instigator: shooter.downgrade(),
             velocity: [d[0] * speed, d[1] * speed, d[2] * speed],
             position: from,

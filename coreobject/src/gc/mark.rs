@@ -546,6 +546,29 @@ impl<'a> Marker<'a> {
         self.queue.truncate(kept);
     }
 
+    /// Queues the handles objects traced at birth shaded (see
+    /// `Collector::trace_at_birth`) whose objects are still unmarked,
+    /// dropping the others at a bit test each, while the budget lasts: one
+    /// unit per [`SKIPS_PER_UNIT`] handles (the queued ones cost their pop
+    /// as any entry). Returns `true` once `shaded` is empty.
+    pub(crate) fn take_shaded(&mut self, shaded: &mut VecDeque<u64>, budget: &mut Budget) -> bool {
+        let mut n = 0usize;
+        while let Some(bits) = shaded.pop_front() {
+            let i = bits as u32;
+            if i < self.high_water && !self.is_marked(i) {
+                self.queue.push_back(bits);
+            }
+            n += 1;
+            if n % SKIPS_PER_UNIT == 0 && budget.spend(1) {
+                return shaded.is_empty();
+            }
+        }
+        if n % SKIPS_PER_UNIT != 0 {
+            budget.spend(1);
+        }
+        true
+    }
+
     /// Sets slot `i`'s mark bit (below the cycle's high water).
     #[inline(always)]
     pub(crate) fn set_mark(&mut self, i: u32) {

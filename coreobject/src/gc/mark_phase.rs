@@ -182,6 +182,10 @@ impl Collector {
         }
 
         if cycle.finishing {
+            // What objects traced at birth since the previous slice shaded:
+            // budgeted, as the scan below (the looks queue the rest), and
+            // never in the way of the re-scans this slice owes.
+            marker.take_shaded(&mut self.shaded, budget);
             // Objects created since the previous slice: black, but their
             // references must be traced. Until the queue first runs dry
             // they wait for the looks (by then most of what they reference
@@ -194,6 +198,7 @@ impl Collector {
                 &chunks,
                 &cycle.born,
                 &mut cycle.born_seen,
+                &mut self.traced,
                 Written {
                     seen: &mut self.written_seen,
                     list: &mut cycle.written,
@@ -296,19 +301,22 @@ impl Collector {
             // references must be traced. Budgeted: a mutator allocating
             // fast can create many between two slices.
             // (Once marking is finishing, most were scanned when the slice
-            // began.)
-            let all = scan_born(
-                &mut marker,
-                &chunks,
-                &cycle.born,
-                &mut cycle.born_seen,
-                Written {
-                    seen: &mut self.written_seen,
-                    list: &mut cycle.written,
-                    on: generational,
-                },
-                budget,
-            );
+            // began.) Those traced at birth have shaded what they referenced
+            // unmarked then: what is still unmarked is queued.
+            let all = marker.take_shaded(&mut self.shaded, budget)
+                && scan_born(
+                    &mut marker,
+                    &chunks,
+                    &cycle.born,
+                    &mut cycle.born_seen,
+                    &mut self.traced,
+                    Written {
+                        seen: &mut self.written_seen,
+                        list: &mut cycle.written,
+                        on: generational,
+                    },
+                    budget,
+                );
             if !all {
                 marker.drop_inadmissible_from(looks_from);
                 cycle.stats.marked += std::mem::take(&mut marker.marked);
@@ -365,6 +373,10 @@ impl Collector {
             }
         }
         cycle.stats.marked += std::mem::take(&mut marker.marked);
+        debug_assert!(
+            self.shaded.is_empty(),
+            "the looks queued every shaded handle"
+        );
         // Marking is over: hand the bitmap to the array, which hides what it
         // did not reach until the sweep has flagged all of it.
         self.marking = false;
@@ -535,23 +547,45 @@ fn ahead(chunks: &Chunks, regrey: &[u32]) {
     }
 }
 
+/// Objects traced at birth the born scan passes over per unit of work (a
+/// bitmap test each, against a scan's cold item and object).
+const PASSED_PER_UNIT: usize = 32;
+
 /// Scans the objects created during the cycle from position `*seen` of
 /// `born` (each one once: black, but its references must be traced), while
 /// the budget lasts. An object listed for a re-scan since it was created
 /// has its flag cleared here (and is noted as written): this scan reads it
-/// as it is, after the write, and [`rescan`] drops the entry. Returns
-/// `true` once all of `born` is scanned.
+/// as it is, after the write, and [`rescan`] drops the entry. An object
+/// traced at its creation (its bit in `traced` set, see
+/// [`Collector::trace_at_birth`]) is passed over at the cost of that bit
+/// test, its bit cleared and no unit spent: a write to it since then listed
+/// it for a re-scan, which [`rescan`] does (it is `BORN`); one unit per
+/// [`PASSED_PER_UNIT`] such objects, so that a slice passes over a bounded
+/// number. Returns `true` once all of `born` is scanned.
 fn scan_born(
     marker: &mut Marker<'_>,
     chunks: &Chunks,
     born: &[u32],
     seen: &mut usize,
+    traced: &mut [u64],
     written: Written<'_>,
     budget: &mut Budget,
 ) -> bool {
+    let mut passed = 0usize;
     while *seen < born.len() {
         let i = born[*seen];
         *seen += 1;
+        if let Some(w) = traced.get_mut((i >> 6) as usize) {
+            let bit = 1u64 << (i & 63);
+            if *w & bit != 0 {
+                *w &= !bit;
+                passed += 1;
+                if passed % PASSED_PER_UNIT == 0 && budget.spend(1) {
+                    return *seen == born.len();
+                }
+                continue;
+            }
+        }
         marker.set_mark(i);
         let item = chunks.at(i);
         let mut f = item.flags();
@@ -574,6 +608,40 @@ fn scan_born(
         }
     }
     true
+}
+
+impl Collector {
+    /// Traces the object just created in slot `i` through `&mut Heap` while
+    /// a cycle marks (the caller checks [`is_marking`](Self::is_marking)),
+    /// as [`scan_born`] would have later: sets its mark bit (below the
+    /// cycle's high water; the slots above count as marked) and shades what
+    /// its fields and outer reference, as [`Marker::visit`] does (handles to
+    /// marked objects, old ones in a minor cycle among them, and to objects
+    /// created during the cycle cost a bit test; the others wait in
+    /// `shaded` for the looks, which queue those still unmarked then, see
+    /// [`Marker::take_shaded`]). The object is in the cache: its
+    /// value was just written. A new object has no inners and is in no
+    /// cluster, and a pool object is scanned like any other. Its bit in
+    /// `traced` tells the born scan to pass it over.
+    #[inline(never)]
+    pub(crate) fn trace_at_birth(&mut self, chunks: &Chunks, i: u32) {
+        let Some(cycle) = self.cycle.as_deref() else {
+            return;
+        };
+        let item = chunks.at(i);
+        let Some(p) = item.object() else {
+            return;
+        };
+        // What it references is shaded into `shaded`, not the work queue.
+        let mut marker = Marker::new(chunks, &mut self.bits, &mut self.shaded, cycle.hw, None);
+        marker.set_mark(i);
+        marker.scan_slot(i, item, p);
+        let (w, bit) = ((i >> 6) as usize, 1u64 << (i & 63));
+        if w >= self.traced.len() {
+            self.traced.resize(w + 1, 0);
+        }
+        self.traced[w] |= bit;
+    }
 }
 
 /// A minor cycle's look at object `y`, which joined a cluster or was filed

@@ -77,7 +77,17 @@
 //!   through `&Heap` on any thread or `&mut Heap`, carry a `BORN` flag: the
 //!   cycle never frees them, and marking scans them (they are found, without
 //!   any lock at creation, in the slots the index allocator handed out since
-//!   the previous slice).
+//!   the previous slice). An object created through `&mut Heap`
+//!   ([`Heap::create_mut`](crate::Heap::create_mut),
+//!   [`Heap::spawn_mut`](crate::Heap::spawn_mut)) while a cycle marks is
+//!   traced at creation instead, while its value is in the cache: its mark
+//!   bit is set and what it references is shaded (a handle to a marked
+//!   object, an old one in a minor cycle, or one created during the cycle
+//!   costs a bit test; the others are kept in a buffer that the looks below
+//!   queue, dropping those marked by then at a bit test each), and the born
+//!   scan passes over it at the cost of a bitmap test (a unit per 32). A write to it after
+//!   that lists it for a re-scan like any other. Outside marking this costs
+//!   creation one predictable branch.
 //! * **New roots are seen.** Roots added and strong handles taken during a
 //!   cycle join the root list, which marking reads again at its end, as it
 //!   does every referencer's report and every object whose garbage mark was
@@ -136,7 +146,8 @@
 //!   remembered set (one per remembered object), the drain
 //!   (one per object marked or queue entry popped, one per eight dead
 //!   entries dropped), the looks at what the program did (one per object
-//!   created or changed; a finishing slice also owes, beyond its budget,
+//!   created through `&Heap` or changed, one per 32 objects traced at
+//!   their creation, one per eight handles such objects shaded; a finishing slice also owes, beyond its budget,
 //!   one per object changed since the previous slice and a sixteenth of
 //!   the re-scan list its first look left), the sweep (one per 64-slot bitmap word of a major
 //!   cycle, or eight young-list entries of a minor one, and one per object
@@ -518,6 +529,17 @@ pub(crate) struct Collector {
     /// One bit per slot: the slots in the cycle's `written` list (all clear
     /// between cycles; set and cleared a slot at a time).
     written_seen: Vec<u64>,
+    /// One bit per slot: objects created through `&mut Heap` while the
+    /// cycle marked, traced at creation (see [`Collector::trace_at_birth`]),
+    /// which the born scan passes over, clearing the bit (all clear between
+    /// cycles).
+    traced: Vec<u64>,
+    /// Handles that objects traced at birth hold to objects not marked when
+    /// they were created, waiting for marking's looks at what the program
+    /// did (see [`Marker::take_shaded`]): by then most are marked, and
+    /// dropping one costs a bit test, where queueing it at once would cost
+    /// the drain a dead entry. Empty between cycles.
+    shaded: VecDeque<u64>,
     /// Objects that held handles may name again, noted outside marking (with
     /// `gen`): a cleared garbage mark, a restore. The next minor cycle
     /// starts from them; a major one forgets them.
@@ -574,6 +596,8 @@ impl Collector {
             greyed: Mutex::new(Vec::new()),
             revived: Mutex::new(Vec::new()),
             written_seen: Vec::new(),
+            traced: Vec::new(),
+            shaded: VecDeque::new(),
             pending: Vec::new(),
             deleted: Vec::new(),
             epoch: std::time::Instant::now(),
@@ -614,6 +638,12 @@ impl Collector {
     pub(crate) fn pending_len(&self) -> usize {
         self.pending.len()
     }
+    /// Whether a cycle is marking: objects created through `&mut Heap` are
+    /// then traced at creation ([`trace_at_birth`](Self::trace_at_birth)).
+    #[inline(always)]
+    pub(crate) fn is_marking(&self) -> bool {
+        self.marking
+    }
     pub(crate) fn phase(&self) -> Phase {
         self.cycle.as_ref().map_or(Phase::Idle, |c| c.step.phase())
     }
@@ -640,6 +670,8 @@ impl Collector {
             + self.spare_looks.capacity() * 4
             + self.pending.capacity() * std::mem::size_of::<Pending>()
             + self.roots_scratch.capacity() * 4
+            + self.traced.capacity() * 8
+            + self.shaded.capacity() * 8
             + self.cycle.as_ref().map_or(0, |c| {
                 (c.born.capacity() + c.looks.capacity()) * 4
                     + c.waiting.capacity() * std::mem::size_of::<Pending>()
@@ -797,6 +829,7 @@ impl Collector {
         }
         self.bits.resize((hw as usize).div_ceil(64), 0);
         self.queue.clear();
+        self.shaded.clear();
         self.partial.clear();
         self.regrey_kept = 0;
         let mut cycle = Box::new(Cycle {
@@ -954,6 +987,12 @@ impl Collector {
         for &i in &cycle.written {
             self.written_seen[(i >> 6) as usize] &= !(1 << (i & 63));
         }
+        // Objects traced at birth that the born scan did not reach.
+        for &i in &cycle.born[cycle.born_seen.min(cycle.born.len())..] {
+            if let Some(w) = self.traced.get_mut((i >> 6) as usize) {
+                *w &= !(1 << (i & 63));
+            }
+        }
         array.watch(false);
         array.take_touched(&mut self.regrey);
         for i in std::mem::take(&mut self.regrey) {
@@ -964,6 +1003,7 @@ impl Collector {
         }
         self.greyed.lock().clear();
         self.queue.clear();
+        self.shaded.clear();
         self.partial.clear();
         self.marking = false;
         self.in_flight = false;

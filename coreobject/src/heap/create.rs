@@ -216,6 +216,11 @@ impl Heap {
         let birth = self.gc.birth_flags() | flags::CHANGED;
         match self.array.create_mut(value, None, birth) {
             Some(h) => {
+                // While a cycle marks, traced now, in the cache (one
+                // predictable branch otherwise).
+                if self.gc.is_marking() {
+                    self.gc.trace_at_birth(self.array.chunks(), h.index());
+                }
                 // Born changed: its slot joins the capture's set, as in
                 // `publish_quiet` (a plain store: `&mut self`).
                 self.store_dirty.mark_mut(h.index());
@@ -300,6 +305,11 @@ impl Heap {
             }
             return Err(self.cap_error());
         };
+        // While a cycle marks, traced now, in the cache (one predictable
+        // branch otherwise).
+        if self.gc.is_marking() {
+            self.gc.trace_at_birth(self.array.chunks(), h.index());
+        }
         // Born changed: its slot joins the capture's set, as in
         // `publish_quiet` (a plain store: `&mut self`).
         self.store_dirty.mark_mut(h.index());
