@@ -172,6 +172,15 @@ impl ObjectArray {
         self.table.item(index)
     }
 
+    /// The header of the object in slot `index`, if the slot holds one.
+    #[inline(always)]
+    pub(crate) fn header_at(&self, index: u32) -> Option<&Header> {
+        let p = self.item(index)?.object()?;
+        // SAFETY: an item's pointer heads a live object until its slot is
+        // vacated, which takes `&mut self`, so not while this borrow lasts.
+        Some(unsafe { p.as_ref() })
+    }
+
     /// The item at `index`, which the caller knows is allocated.
     #[inline(always)]
     pub(crate) fn at(&self, index: u32) -> &Item {

@@ -411,16 +411,19 @@ impl Collector {
                             && cycle.stats.unreachable >= PARALLEL_DROP_MIN
                     });
                     let mut doomed = pool.map(|_| Doomed::default());
-                    // The common case, decided once per slice: no outer
-                    // links, no delete listeners, no clusters, no parallel
-                    // drop. Then freeing an object needs none of
-                    // `free_one`'s checks, and its index joins the free
-                    // list with the slice's others, in one batch.
-                    let plain = doomed.is_none()
-                        && stage.inners.is_empty()
-                        && stage.listeners.delete.is_empty()
-                        && stage.listeners.delete_batch.is_empty()
-                        && stage.clusters.is_empty();
+                    // The common case, decided once per slice: no
+                    // per-object delete listener and no parallel drop. Then
+                    // an object with no outer that is no outer itself (every
+                    // object, when no object has inners) needs none of
+                    // `free_one`'s lookups: its batch delete event, cluster
+                    // root and name are settled from its item and header,
+                    // and its index joins the free list with the slice's
+                    // others, in one batch. The others go through
+                    // `free_one`, into the same batch.
+                    let plain = doomed.is_none() && stage.listeners.delete.is_empty();
+                    let linked = !stage.inners.is_empty();
+                    let clustered = !stage.clusters.is_empty();
+                    let events = !stage.listeners.delete_batch.is_empty();
                     let mut freeing = std::mem::take(&mut stage.array.freeing);
                     let mut batch = std::mem::take(&mut self.deleted);
                     let marks = std::mem::take(&mut stage.array.condemned.marks);
@@ -453,7 +456,21 @@ impl Collector {
                             return Cost::Skip;
                         }
                         let costly = f & flags::HOOKS != 0 || !stage.listeners.delete.is_empty();
-                        stats.freed_bytes += if plain {
+                        // (its class, whether it has an outer), from the
+                        // header the lead started loading.
+                        let header = stage.array.header_at(i).map(|h| (h.class(), h.has_outer()));
+                        let (class, has_outer) = header.expect("freeing a live object");
+                        stats.freed_bytes += if plain && !(linked && (has_outer || f & flags::OUTER != 0)) {
+                            if events {
+                                batch.push(ObjectEvent {
+                                    object: handle_of(item, i),
+                                    class,
+                                });
+                            }
+                            // A cluster goes with its root (see `free_one`).
+                            if clustered && item.cluster_root() == i.wrapping_add(1) {
+                                stage.clusters.by_root.remove(&i);
+                            }
                             if f & flags::NAMED != 0 {
                                 stage.names.get_mut().remove(i);
                             }
@@ -461,7 +478,11 @@ impl Collector {
                             stage.store_dirty.mark(i);
                             stage.array.free_batched(i, caught, &mut freeing)
                         } else {
-                            free_one(stage, i, caught, doomed.as_mut(), &mut batch)
+                            let release = match doomed.as_mut() {
+                                Some(d) => Release::Later(d),
+                                None => Release::Batched(&mut freeing),
+                            };
+                            free_one(stage, i, caught, release, &mut batch)
                         };
                         stats.freed += 1;
                         if costly {
@@ -572,7 +593,7 @@ impl Collector {
         let mut freed = Freed::default();
         let mut batch = std::mem::take(&mut self.deleted);
         for i in ready {
-            freed.bytes += free_one(stage, i, caught, None, &mut batch);
+            freed.bytes += free_one(stage, i, caught, Release::Now, &mut batch);
             freed.objects += 1;
         }
         stage.listeners.deliver_batch(&mut batch, caught);
@@ -625,13 +646,25 @@ fn finish(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) {
     item.set(flags::FINISHED);
 }
 
+/// How [`free_one`] frees the slot and the value.
+enum Release<'a> {
+    /// At once ([`ObjectArray::free`](crate::array::ObjectArray::free)).
+    Now,
+    /// Into the purge slice's batch
+    /// ([`free_batched`](crate::array::ObjectArray::free_batched)): the
+    /// caller releases it before it gives the heap back.
+    Batched(&'a mut Vec<u32>),
+    /// The value joins `Doomed`, to be dropped on the pool.
+    Later(&'a mut Doomed),
+}
+
 /// Delete listeners, the name, then the slot and the value, then the
 /// object's place in the outer → inners index. Returns the bytes freed.
 fn free_one(
     stage: &mut Stage<'_>,
     index: u32,
     caught: &mut Caught,
-    doomed: Option<&mut Doomed>,
+    release: Release<'_>,
     batch: &mut Vec<ObjectEvent>,
 ) -> usize {
     let item = stage.array.at(index);
@@ -665,9 +698,10 @@ fn free_one(
     }
     // The store hook: a capture drops its record (if the sweep did not).
     stage.store_dirty.mark(index);
-    let bytes = match doomed {
-        Some(d) => stage.array.free_later(index, d),
-        None => stage.array.free(index, caught),
+    let bytes = match release {
+        Release::Now => stage.array.free(index, caught),
+        Release::Batched(freeing) => stage.array.free_batched(index, caught, freeing),
+        Release::Later(d) => stage.array.free_later(index, d),
     };
     if let Some((outer, is_outer)) = links {
         if is_outer {
