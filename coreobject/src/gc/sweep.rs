@@ -420,10 +420,13 @@ impl Collector {
                     // and its index joins the free list with the slice's
                     // others, in one batch. The others go through
                     // `free_one`, into the same batch.
-                    let plain = doomed.is_none() && stage.listeners.delete.is_empty();
+                    let quick = doomed.is_none() && stage.listeners.delete.is_empty();
                     let linked = !stage.inners.is_empty();
                     let clustered = !stage.clusters.is_empty();
                     let events = !stage.listeners.delete_batch.is_empty();
+                    // The plainest case (none of the above either) has a
+                    // branch of its own, which binary-trees takes.
+                    let plain = quick && !linked && !clustered && !events;
                     let mut freeing = std::mem::take(&mut stage.array.freeing);
                     let mut batch = std::mem::take(&mut self.deleted);
                     let marks = std::mem::take(&mut stage.array.condemned.marks);
@@ -456,15 +459,25 @@ impl Collector {
                             return Cost::Skip;
                         }
                         let costly = f & flags::HOOKS != 0 || !stage.listeners.delete.is_empty();
-                        // (its class, whether it has an outer), from the
-                        // header the lead started loading.
-                        let header = stage.array.header_at(i).map(|h| (h.class(), h.has_outer()));
-                        let (class, has_outer) = header.expect("freeing a live object");
-                        stats.freed_bytes += if plain && !(linked && (has_outer || f & flags::OUTER != 0)) {
+                        stats.freed_bytes += if plain {
+                            if f & flags::NAMED != 0 {
+                                stage.names.get_mut().remove(i);
+                            }
+                            // The store hook: a capture drops its record.
+                            stage.store_dirty.mark(i);
+                            stage.array.free_batched(i, caught, &mut freeing)
+                        } else if quick
+                            // Whether it has an outer or is one, from its
+                            // item and the header the lead started loading.
+                            && !(linked
+                                && (f & flags::OUTER != 0
+                                    || stage.array.header_at(i).is_some_and(|h| h.has_outer())))
+                        {
                             if events {
+                                let header = stage.array.header_at(i);
                                 batch.push(ObjectEvent {
                                     object: handle_of(item, i),
-                                    class,
+                                    class: header.expect("freeing a live object").class(),
                                 });
                             }
                             // A cluster goes with its root (see `free_one`).
