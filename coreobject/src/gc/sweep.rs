@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use super::budget::Budget;
 use super::{Collector, Cycle, CycleKind, Stage, Step};
-use crate::array::{flags, Doomed, Item};
+use crate::array::{flags, Doomed, Item, COOL_EVERY};
 use crate::handle::AnyObj;
 use crate::lifecycle::{guard, Caught, DestroyCx};
 use crate::listener::ObjectEvent;
@@ -433,6 +433,9 @@ impl Collector {
                     let stats = &mut cycle.stats;
                     let list = (cycle.kind == CycleKind::Minor).then_some(&cycle.list[..]);
                     let mut lead = Lead::new(&marks, list, start, to);
+                    // Objects freed since a cooled page last gave its
+                    // memory back.
+                    let mut since_cool = 0;
                     let free = |i| {
                         let Some(item) = stage.array.item(i) else {
                             return Cost::Skip;
@@ -498,6 +501,14 @@ impl Collector {
                             free_one(stage, i, caught, release, &mut batch)
                         };
                         stats.freed += 1;
+                        since_cool += 1;
+                        if since_cool == COOL_EVERY {
+                            // Inside the budget: an `madvise` may cost
+                            // microseconds, so the clock is read soon after.
+                            since_cool = 0;
+                            stage.array.cool();
+                            return Cost::Costly;
+                        }
                         if costly {
                             Cost::Costly
                         } else {
