@@ -6,10 +6,19 @@
 //! and strong handles: every freed index is reused exactly once before
 //! the table grows, no two live objects share an index, every live handle
 //! resolves to its own value, and a stale handle never resolves.
+//!
+//! The same model with a batch delete listener, GC clusters and objects
+//! with outers (the purge's quick loop, which frees an object that has no
+//! outer and is none through the batch and the rest through `free_one`,
+//! into the same batch): the listener hears exactly the freed objects,
+//! each once, with their class, in the order they were freed (slot order
+//! in a major cycle); a freed cluster root takes its cluster with it; each
+//! outer lists exactly its live inners.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
-use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Obj, Object};
+use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Obj, Object, ObjectEvent};
 
 #[derive(Object)]
 struct Leaf {
@@ -33,6 +42,17 @@ impl Rng {
     }
 }
 
+/// What the heap has beside the plain case.
+#[derive(Clone, Copy, Default)]
+struct Extras {
+    /// A batch delete listener.
+    listener: bool,
+    /// Single-object GC clusters on some objects.
+    clusters: bool,
+    /// Some objects created with an outer (kept, rooted, never freed).
+    outers: bool,
+}
+
 struct Model {
     heap: Heap,
     /// Live objects: handle -> value.
@@ -41,32 +61,146 @@ struct Model {
     dead: Vec<Obj<Leaf>>,
     next_value: u64,
     named: u64,
+    extras: Extras,
+    /// What the batch listener heard, one entry per call.
+    heard: Arc<Mutex<Vec<Vec<ObjectEvent>>>>,
+    /// The outers (rooted for good, not in `live`) and each live inner's.
+    outers: Vec<Obj<Leaf>>,
+    inner_of: HashMap<Obj<Leaf>, Obj<Leaf>>,
+    /// Live objects that are the root of a cluster of their own.
+    cluster_roots: HashSet<Obj<Leaf>>,
 }
 
 impl Model {
-    fn create(&mut self, rng: &mut Rng) -> Obj<Leaf> {
+    fn new(heap: Heap, extras: Extras) -> Model {
+        let mut m = Model {
+            heap,
+            live: HashMap::new(),
+            dead: Vec::new(),
+            next_value: 0,
+            named: 0,
+            extras,
+            heard: Arc::default(),
+            outers: Vec::new(),
+            inner_of: HashMap::new(),
+            cluster_roots: HashSet::new(),
+        };
+        if extras.listener {
+            let heard = m.heard.clone();
+            m.heap.on_delete_batch(move |batch: &[ObjectEvent]| {
+                heard.lock().unwrap().push(batch.to_vec())
+            });
+        }
+        if extras.outers {
+            for k in 0..4 {
+                let o = m
+                    .heap
+                    .spawn_mut(Leaf {
+                        value: u64::MAX - k,
+                        text: None,
+                    })
+                    .root()
+                    .create()
+                    .unwrap();
+                m.outers.push(o);
+            }
+            // Turns the outer → inners index on.
+            m.heap.for_each_with_outer(m.outers[0], |_| {});
+        }
+        m
+    }
+
+    /// Creates a rooted object (named, with an outer, or a cluster root at
+    /// random); `quiet` when no cycle is in flight (clusters are made then).
+    fn create(&mut self, rng: &mut Rng, quiet: bool) -> Obj<Leaf> {
         let value = self.next_value;
         self.next_value += 1;
         let leaf = Leaf {
             value,
             text: (value % 3 == 0).then(|| format!("leaf {value}")),
         };
-        let h = if rng.below(8) == 0 {
+        let outer = (self.extras.outers && rng.below(4) == 0)
+            .then(|| self.outers[rng.below(self.outers.len() as u64) as usize]);
+        let h = if rng.below(8) == 0 || outer.is_some() {
             self.named += 1;
             let name = format!("leaf_{}", self.named);
-            self.heap
-                .spawn_mut(leaf)
-                .name(name.as_str())
-                .root()
-                .create()
+            let mut spawn = self.heap.spawn_mut(leaf);
+            if let Some(o) = outer {
+                spawn = spawn.outer(o);
+            }
+            spawn.name(name.as_str()).root().create()
         } else {
             let h = self.heap.create_mut(leaf);
             self.heap.add_to_root(h).unwrap();
             Ok(h)
         }
         .unwrap();
+        if let Some(o) = outer {
+            self.inner_of.insert(h, o);
+        } else if self.extras.clusters && quiet && rng.below(8) == 0 {
+            self.heap
+                .create_cluster(h)
+                .expect("a fresh object makes a cluster");
+            self.cluster_roots.insert(h);
+        }
         self.live.insert(h, value);
         h
+    }
+
+    /// The batch listener heard exactly `freed`, each once, with its
+    /// class; in a `major` cycle, in slot order (the order the free step
+    /// walks the bitmap). Clusters and outers match the model.
+    fn check_heard(&mut self, freed: &[Obj<Leaf>], major: bool) {
+        if self.extras.listener {
+            let heard: Vec<ObjectEvent> = self.heard.lock().unwrap().drain(..).flatten().collect();
+            let mut once = HashSet::new();
+            for e in &heard {
+                assert!(once.insert(e.object), "{:?} heard twice", e.object);
+                assert_eq!(e.class.name(), "Leaf");
+            }
+            let expected: HashSet<AnyObj> = freed.iter().map(|&h| AnyObj::from(h)).collect();
+            assert_eq!(
+                once, expected,
+                "the listener heard other objects than were freed"
+            );
+            if major {
+                let indices: Vec<u32> = heard.iter().map(|e| e.object.index()).collect();
+                assert!(
+                    indices.windows(2).all(|w| w[0] < w[1]),
+                    "a major cycle's deletions out of slot order: {indices:?}"
+                );
+            }
+        }
+        for h in freed {
+            self.cluster_roots.remove(h);
+            self.inner_of.remove(h);
+        }
+        if self.extras.clusters {
+            assert_eq!(
+                self.heap.clusters().len(),
+                self.cluster_roots.len(),
+                "a freed cluster root's cluster is still there"
+            );
+            for &r in &self.cluster_roots {
+                assert!(self.heap.cluster_of(r).is_some(), "{r:?} lost its cluster");
+            }
+        }
+        for &o in &self.outers {
+            let mut listed = HashSet::new();
+            self.heap.for_each_with_outer(o, |r| {
+                listed.insert(r.id());
+            });
+            let inners: HashSet<AnyObj> = self
+                .inner_of
+                .iter()
+                .filter(|&(_, &oo)| oo == o)
+                .map(|(&h, _)| AnyObj::from(h))
+                .collect();
+            assert_eq!(listed, inners, "outer {o:?} lists other inners");
+            for &i in &inners {
+                assert_eq!(self.heap.outer_of(i), Some(AnyObj::from(o)));
+            }
+        }
     }
 
     /// Every live handle resolves to its own value at its own index, once;
@@ -86,7 +220,7 @@ impl Model {
             );
         }
         let t = self.heap.table_stats();
-        assert_eq!(t.objects, self.live.len());
+        assert_eq!(t.objects, self.live.len() + self.outers.len());
         assert_eq!(
             t.high_water as usize,
             t.objects + t.free + t.retired as usize + t.reserved,
@@ -95,23 +229,17 @@ impl Model {
     }
 }
 
-fn run(seed: u64, rounds: usize, size: usize) {
+fn run(seed: u64, rounds: usize, size: usize, extras: Extras) {
     let mut rng = Rng(seed | 1);
     let heap = Heap::with_config(HeapConfig {
         gc: GcConfig::MANUAL,
         ..HeapConfig::DEFAULT
     })
     .unwrap();
-    let mut m = Model {
-        heap,
-        live: HashMap::new(),
-        dead: Vec::new(),
-        next_value: 0,
-        named: 0,
-    };
+    let mut m = Model::new(heap, extras);
     for round in 0..rounds {
         for _ in 0..size {
-            m.create(&mut rng);
+            m.create(&mut rng, true);
         }
         // Unroot a random part (sometimes nearly all, sometimes few).
         let share = 1 + rng.below(10);
@@ -148,7 +276,7 @@ fn run(seed: u64, rounds: usize, size: usize) {
                 // Creation between slices takes indices from the free list
                 // as it stands: never one a batch has not returned yet.
                 if rng.below(4) == 0 {
-                    m.create(&mut rng);
+                    m.create(&mut rng, false);
                 }
                 if slices % 16 == 0 {
                     m.check_live_only(&doomed, &strong_held);
@@ -166,6 +294,7 @@ fn run(seed: u64, rounds: usize, size: usize) {
             .copied()
             .filter(|&h| m.heap.get(h).is_some() || strong_held.contains(&h))
             .collect();
+        let mut freed = Vec::new();
         for &h in &doomed {
             let value = m.live.remove(&h).unwrap();
             if survivors.contains(&h) && !strong_held.contains(&h) {
@@ -174,8 +303,10 @@ fn run(seed: u64, rounds: usize, size: usize) {
                 m.live.insert(h, value);
             } else if !strong_held.contains(&h) {
                 m.dead.push(h);
+                freed.push(h);
             }
         }
+        m.check_heard(&freed, !minor);
         // A strong handle keeps its object alive: it was never freed.
         for s in &strong {
             let h = s.obj();
@@ -192,7 +323,7 @@ fn run(seed: u64, rounds: usize, size: usize) {
         let hw = t.high_water;
         let mut reused = HashSet::new();
         for _ in 0..t.free {
-            let h = m.create(&mut rng);
+            let h = m.create(&mut rng, true);
             assert!(
                 reused.insert(h.index()),
                 "index {} handed out twice",
@@ -233,6 +364,39 @@ impl Model {
 fn batched_frees_reuse_each_index_once() {
     let (seeds, rounds, size) = if cfg!(miri) { (1, 3, 40) } else { (4, 8, 600) };
     for seed in 0..seeds {
-        run(0x9e37_79b9 * (seed + 1), rounds, size);
+        run(0x9e37_79b9 * (seed + 1), rounds, size, Extras::default());
+    }
+}
+
+/// The quick loop: a batch delete listener, clusters and outers, alone and
+/// together.
+#[test]
+fn batched_frees_with_listener_clusters_and_outers() {
+    let (seeds, rounds, size) = if cfg!(miri) { (1, 3, 40) } else { (3, 8, 600) };
+    let all = Extras {
+        listener: true,
+        clusters: true,
+        outers: true,
+    };
+    let cases = [
+        Extras {
+            listener: true,
+            ..Extras::default()
+        },
+        Extras {
+            clusters: true,
+            ..Extras::default()
+        },
+        Extras {
+            outers: true,
+            ..Extras::default()
+        },
+        all,
+    ];
+    let cases = if cfg!(miri) { &cases[3..] } else { &cases[..] };
+    for (k, &extras) in cases.iter().enumerate() {
+        for seed in 0..seeds {
+            run(0x5851_f42d * (seed + 1) + k as u64, rounds, size, extras);
+        }
     }
 }

@@ -46,6 +46,10 @@ pub(crate) use table::Chunks;
 use table::Table;
 pub use table::CHUNK_SIZE;
 
+/// Objects the purge frees per page whose memory it gives back
+/// ([`ObjectArray::cool`]).
+pub(crate) const COOL_EVERY: usize = 256;
+
 /// State of the disregard-for-GC pool.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Pool {
@@ -170,6 +174,15 @@ impl ObjectArray {
     #[inline(always)]
     pub(crate) fn item(&self, index: u32) -> Option<&Item> {
         self.table.item(index)
+    }
+
+    /// The header of the object in slot `index`, if the slot holds one.
+    #[inline(always)]
+    pub(crate) fn header_at(&self, index: u32) -> Option<&Header> {
+        let p = self.item(index)?.object()?;
+        // SAFETY: an item's pointer heads a live object until its slot is
+        // vacated, which takes `&mut self`, so not while this borrow lasts.
+        Some(unsafe { p.as_ref() })
     }
 
     /// The item at `index`, which the caller knows is allocated.
@@ -820,11 +833,20 @@ impl ObjectArray {
     pub(crate) fn release_freed(&mut self, freed: &mut Vec<u32>) {
         self.slabs.flush_run(&mut self.run);
         // Pages that cooled at the epoch give their memory back a few at a
-        // time, one per 256 objects freed (an `madvise` costs about as much
-        // as freeing a few dozen objects).
-        self.slabs.cool(1 + freed.len() / 256);
+        // time: one here, and one per [`COOL_EVERY`] objects freed, which
+        // the purge's walk gives back itself ([`cool`](Self::cool)), inside
+        // its budget.
+        self.slabs.cool(1);
         self.table.release_batch(freed);
         freed.clear();
+    }
+
+    /// Gives back the memory of one page that cooled at the last epochs,
+    /// if there is one (an `madvise`, which costs about as much as freeing
+    /// a few dozen objects): the purge calls this once per [`COOL_EVERY`]
+    /// objects it frees, and charges it to its budget.
+    pub(crate) fn cool(&mut self) {
+        self.slabs.cool(1);
     }
 
     /// Drops the value of an object that has left its slot, catching a
