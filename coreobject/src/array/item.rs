@@ -211,6 +211,14 @@ impl Item {
         self.flags.fetch_and(!f, Relaxed)
     }
 
+    /// [`clear`](Self::clear) for the holder of the array's `&mut`, as
+    /// [`set_exclusive`](Self::set_exclusive) is for `set`: a plain load and
+    /// store, no locked instruction.
+    #[inline]
+    pub(crate) fn clear_exclusive(&self, f: u32) {
+        self.flags.store(self.flags.load(Relaxed) & !f, Relaxed);
+    }
+
     /// Sets `ROOT`; true if the index must join the root list.
     pub(crate) fn add_root(&self) -> bool {
         self.set(flags::ROOT | flags::LISTED) & flags::LISTED == 0

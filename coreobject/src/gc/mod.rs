@@ -1027,7 +1027,7 @@ impl Collector {
         // What `Settle` did not reach (objects created since its last slice).
         if let Step::Settle(k) = cycle.step {
             for &i in &cycle.born[k.min(cycle.born.len())..] {
-                array.at(i).clear(flags::BORN);
+                array.at(i).clear_exclusive(flags::BORN);
             }
         }
         cycle.stats.born = cycle.born.len();

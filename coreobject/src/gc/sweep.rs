@@ -568,7 +568,7 @@ impl Collector {
                     stage.array.sync();
                     stage.array.take_born(&mut cycle.born);
                     while k < cycle.born.len() {
-                        stage.array.at(cycle.born[k]).clear(flags::BORN);
+                        stage.array.at(cycle.born[k]).clear_exclusive(flags::BORN);
                         k += 1;
                         if budget.spend(1) && k < cycle.born.len() {
                             cycle.step = Step::Settle(k);
