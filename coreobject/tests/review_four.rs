@@ -123,3 +123,96 @@ fn inner_moved_under_a_marked_outer_survives() {
     }
     assert!(lost.is_empty(), "the moved inner was freed: {lost:?}");
 }
+
+static ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A field whose hand-written `Trace` panics while `ARMED`.
+#[derive(Default)]
+struct Bomb;
+
+impl coreobject::Trace for Bomb {
+    const KIND: coreobject::RefKind = coreobject::RefKind::Strong;
+    fn trace<V: coreobject::Visitor + ?Sized>(&self, _v: &mut V) {
+        if ARMED.load(std::sync::atomic::Ordering::Relaxed) {
+            panic!("bomb");
+        }
+    }
+}
+
+#[derive(Object, Default)]
+struct Boom {
+    bomb: Bomb,
+    kid: Option<Obj<Node>>,
+}
+
+/// Marking heap: a root with a long chain, one slice in.
+fn marking_heap(gc: GcConfig, kind: CycleKind) -> (Heap, Obj<Node>) {
+    let mut heap = heap_with(gc);
+    let root = heap.spawn(node(0, Vec::new())).root().create().unwrap();
+    heap.collect().unwrap();
+    let mut prev = root;
+    for i in 0..200 {
+        let o = heap.create(node(100 + i, Vec::new()));
+        heap[prev].kids.push(o);
+        prev = o;
+    }
+    let t = match kind {
+        CycleKind::Major => heap.step(1),
+        _ => heap.step_minor(1),
+    };
+    assert!(t.started.is_some() && heap.gc_phase() == Phase::Mark);
+    (heap, root)
+}
+
+/// A hand-written `Trace` that panics when an object is created through
+/// `&mut Heap` while a cycle marks: tracing at birth runs it inside
+/// `spawn_mut(..).create()`. The panic may propagate, but the object it
+/// leaves in the heap (reachable through `iter_of`) must be whole: its name
+/// in the index, filed under its outer (kept by it under
+/// `outer_keeps_inners`), and create listeners told about it (they hear of
+/// it being deleted later, so their counts must add up). On main the
+/// tracing ran before that bookkeeping, which the panic skipped.
+#[test]
+fn a_trace_panic_at_birth_leaves_the_object_whole() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let gc = GcConfig {
+        outer_keeps_inners: true,
+        ..GcConfig::MANUAL
+    };
+    let (mut heap, root) = marking_heap(gc, CycleKind::Major);
+    let (made, gone) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let m = made.clone();
+    heap.on_create(move |_| {
+        m.fetch_add(1, Ordering::Relaxed);
+    });
+    let g = gone.clone();
+    heap.on_delete(move |_| {
+        g.fetch_add(1, Ordering::Relaxed);
+    });
+    ARMED.store(true, Ordering::Relaxed);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        heap.spawn_mut(Boom::default())
+            .name("Boom")
+            .outer(root)
+            .create()
+            .unwrap()
+    }));
+    ARMED.store(false, Ordering::Relaxed);
+    assert!(r.is_err(), "Trace ran at birth");
+    let b: Vec<_> = heap.iter_of::<Boom>().map(|(o, _)| o).collect();
+    assert_eq!(b.len(), 1);
+    let b = b[0];
+    assert_eq!(made.load(Ordering::Relaxed), 1, "create listeners not told");
+    assert_eq!(heap.find(Some(root.into()), "Boom"), Some(b.into()));
+    let mut inners = Vec::new();
+    heap.for_each_with_outer(root, |o| inners.push(o.id()));
+    assert_eq!(inners, [b.any()], "not filed under its outer");
+    finish(&mut heap, CycleKind::Major);
+    heap.collect().unwrap();
+    assert!(heap.contains(b), "an inner of the root, kept by it");
+    assert_eq!(
+        made.load(Ordering::Relaxed),
+        gone.load(Ordering::Relaxed) + heap.iter_of::<Boom>().count()
+    );
+}
