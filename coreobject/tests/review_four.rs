@@ -216,3 +216,405 @@ fn a_trace_panic_at_birth_leaves_the_object_whole() {
         gone.load(Ordering::Relaxed) + heap.iter_of::<Boom>().count()
     );
 }
+
+static ARMED2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A field whose hand-written `Trace` panics while `ARMED2` (the model's).
+#[derive(Default)]
+struct Bomb2;
+
+impl coreobject::Trace for Bomb2 {
+    const KIND: coreobject::RefKind = coreobject::RefKind::Strong;
+    fn trace<V: coreobject::Visitor + ?Sized>(&self, _v: &mut V) {
+        if ARMED2.load(std::sync::atomic::Ordering::Relaxed) {
+            panic!("model bomb");
+        }
+    }
+}
+
+#[derive(Object, Default)]
+struct Boom2 {
+    bomb: Bomb2,
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Default)]
+struct Model {
+    kids: BTreeMap<Obj<Node>, Vec<Obj<Node>>>,
+    outer: BTreeMap<Obj<Node>, Obj<Node>>,
+    roots: Vec<Obj<Node>>,
+}
+
+impl Model {
+    fn reachable(&self, inners: bool) -> BTreeSet<Obj<Node>> {
+        let mut by_outer: BTreeMap<Obj<Node>, Vec<Obj<Node>>> = BTreeMap::new();
+        if inners {
+            for (&i, &o) in &self.outer {
+                by_outer.entry(o).or_default().push(i);
+            }
+        }
+        let mut seen = BTreeSet::new();
+        let mut todo = self.roots.clone();
+        while let Some(o) = todo.pop() {
+            if seen.insert(o) {
+                todo.extend(self.kids.get(&o).into_iter().flatten().copied());
+                todo.extend(self.outer.get(&o).copied());
+                todo.extend(by_outer.get(&o).into_iter().flatten().copied());
+            }
+        }
+        seen
+    }
+}
+
+fn check(heap: &Heap, model: &Model, inners: bool, ctx: &str) {
+    for o in model.reachable(inners) {
+        assert!(heap.contains(o), "{ctx}: reachable {o:?} was freed");
+        assert_eq!(&heap[o].kids, &model.kids[&o], "{ctx}: {o:?}'s children");
+    }
+}
+
+/// Sliced major and minor cycles mixed, 1 and 2 marking threads, with
+/// objects created between slices through `&mut Heap` (traced at birth) and
+/// through `&Heap` on a second thread, links added and cut, inners moved
+/// (`rename`), cycles abandoned by a panicking `Trace` (the `traced` bits of
+/// what they created must not outlive them: the slots are freed and reused)
+/// and `collect()` forced mid-cycle. Every reachable object must stay alive
+/// with its children; at the end two major cycles leave only the reachable.
+fn model_run(seed: u64, threads: usize, inners: bool, n: usize) {
+    use std::sync::atomic::Ordering;
+    let ctx0 = format!("seed {seed}, {threads} threads, inners {inners}, n {n}");
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut heap = heap_with(GcConfig {
+        threads,
+        parallel_threshold: 0,
+        outer_keeps_inners: inners,
+        ..GcConfig::MANUAL
+    });
+    let mut model = Model::default();
+    let mut id = 0u64;
+    for _ in 0..3 {
+        id += 1;
+        let r = heap.spawn(node(id, Vec::new())).root().create().unwrap();
+        model.kids.insert(r, Vec::new());
+        model.roots.push(r);
+    }
+    let bomb = heap.spawn(Boom2::default()).root().create().unwrap();
+    let ops = if cfg!(miri) { 60 } else { 600 };
+    let mut born: Vec<Obj<Node>> = Vec::new();
+    let mut in_cycle = false;
+    let mut kind = CycleKind::Major;
+    for op in 0..ops {
+        let ctx = format!("{ctx0}, op {op}");
+        let reach: Vec<_> = model.reachable(inners).into_iter().collect();
+        let pick = |rng: &mut Rng, born: &[Obj<Node>]| -> Obj<Node> {
+            let k = rng.below(reach.len() + born.len());
+            if k < reach.len() {
+                reach[k]
+            } else {
+                born[k - reach.len()]
+            }
+        };
+        let choice = rng.below(12);
+        if std::env::var("R4_TRACE").is_ok() {
+            eprintln!("op {op}: choice {choice}, in_cycle {in_cycle}, kind {kind:?}, phase {:?}", heap.gc_phase());
+        }
+        match choice {
+            0..=2 => {
+                // Created through `&mut Heap`, maybe with an outer, maybe
+                // linked from a reachable object.
+                let mut kids = Vec::new();
+                for _ in 0..rng.below(3) {
+                    kids.push(pick(&mut rng, &born));
+                }
+                id += 1;
+                let h = if rng.below(2) == 0 {
+                    let o = pick(&mut rng, &born);
+                    let h = heap.spawn_mut(node(id, kids.clone())).outer(o).create().unwrap();
+                    model.outer.insert(h, o);
+                    h
+                } else {
+                    heap.create_mut(node(id, kids.clone()))
+                };
+                if std::env::var("R4_TRACE").is_ok() {
+                    eprintln!("  mut {h:?} kids {kids:?} outer {:?}", model.outer.get(&h));
+                }
+                model.kids.insert(h, kids);
+                if in_cycle {
+                    born.push(h);
+                }
+                if rng.below(3) != 0 {
+                    let from = reach[rng.below(reach.len())];
+                    if std::env::var("R4_TRACE").is_ok() {
+                        eprintln!("  link {from:?} -> {h:?}");
+                    }
+                    heap.get_mut(from).unwrap().kids.push(h);
+                    model.kids.get_mut(&from).unwrap().push(h);
+                }
+            }
+            3 => {
+                // Created through `&Heap` on another thread.
+                let mut made = Vec::new();
+                let picks: Vec<_> = (0..4).map(|_| (pick(&mut rng, &born), pick(&mut rng, &born))).collect();
+                let base = id;
+                std::thread::scope(|s| {
+                    let heap = &heap;
+                    let j = s.spawn(move || {
+                        picks
+                            .iter()
+                            .enumerate()
+                            .map(|(k, &(a, o))| {
+                                let h = heap
+                                    .spawn(node(base + 1 + k as u64, vec![a]))
+                                    .outer(o)
+                                    .create()
+                                    .unwrap();
+                                (h, a, o)
+                            })
+                            .collect::<Vec<_>>()
+                    });
+                    made = j.join().unwrap();
+                });
+                id += made.len() as u64;
+                for (h, a, o) in made {
+                    if std::env::var("R4_TRACE").is_ok() {
+                        eprintln!("  shared {h:?} kid {a:?} outer {o:?}");
+                    }
+                    model.kids.insert(h, vec![a]);
+                    model.outer.insert(h, o);
+                    if in_cycle {
+                        born.push(h);
+                    }
+                    if rng.below(2) == 0 {
+                        let from = reach[rng.below(reach.len())];
+                        if std::env::var("R4_TRACE").is_ok() {
+                            eprintln!("  link {from:?} -> {h:?}");
+                        }
+                        heap.get_mut(from).unwrap().kids.push(h);
+                        model.kids.get_mut(&from).unwrap().push(h);
+                    }
+                }
+            }
+            4 => {
+                // A link cut.
+                let from = reach[rng.below(reach.len())];
+                let k = model.kids[&from].len();
+                if k > 0 {
+                    let at = rng.below(k);
+                    if std::env::var("R4_TRACE").is_ok() {
+                        eprintln!("  cut {from:?} -> {:?}", model.kids[&from][at]);
+                    }
+                    heap.get_mut(from).unwrap().kids.remove(at);
+                    model.kids.get_mut(&from).unwrap().remove(at);
+                }
+            }
+            5 => {
+                // An inner moved under another reachable object.
+                let movable: Vec<_> = reach
+                    .iter()
+                    .copied()
+                    .filter(|o| model.outer.contains_key(o))
+                    .collect();
+                if !movable.is_empty() {
+                    let x = movable[rng.below(movable.len())];
+                    let to = reach[rng.below(reach.len())];
+                    if std::env::var("R4_TRACE").is_ok() {
+                        eprintln!("  move {x:?} under {to:?}");
+                    }
+                    if heap.rename(x).outer(to).apply().is_ok() {
+                        model.outer.insert(x, to);
+                    }
+                }
+            }
+            6 if in_cycle && rng.below(4) == 0 => {
+                // A panicking `Trace` abandons the cycle (if marking reaches
+                // it in this slice).
+                ARMED2.store(true, Ordering::Relaxed);
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let _ = heap.contains(bomb);
+                    match kind {
+                        CycleKind::Major => heap.step(n),
+                        _ => heap.step_minor(n),
+                    }
+                }));
+                ARMED2.store(false, Ordering::Relaxed);
+                match r {
+                    Err(_) => in_cycle = heap.gc_phase() != Phase::Idle,
+                    Ok(t) => in_cycle = t.completed.is_none(),
+                }
+                if !in_cycle {
+                    born.clear();
+                }
+            }
+            7 if in_cycle && rng.below(6) == 0 => {
+                heap.collect().unwrap();
+                in_cycle = false;
+                born.clear();
+            }
+            _ => {
+                // A slice (a new cycle, major or minor, if none is in flight).
+                if !in_cycle {
+                    kind = if rng.below(3) == 0 {
+                        CycleKind::Major
+                    } else {
+                        CycleKind::Minor
+                    };
+                }
+                let t = match kind {
+                    CycleKind::Major => heap.step(n),
+                    _ => heap.step_minor(n),
+                };
+                in_cycle = t.completed.is_none() && heap.gc_phase() != Phase::Idle;
+                if !in_cycle {
+                    born.clear();
+                }
+            }
+        }
+        check(&heap, &model, inners, &ctx);
+        // The model forgets what the heap may have freed (unreachable).
+        let reach = model.reachable(inners);
+        model
+            .kids
+            .retain(|o, _| reach.contains(o) || born.contains(o) || heap.contains(*o));
+    }
+    heap.collect().unwrap();
+    heap.collect().unwrap();
+    let reach = model.reachable(inners);
+    check(&heap, &model, inners, &ctx0);
+    assert_eq!(
+        heap.iter_of::<Node>().count(),
+        reach.len(),
+        "{ctx0}: unreachable objects left"
+    );
+}
+
+#[test]
+fn mixed_cycles_with_birth_threads_moves_and_abandons() {
+    let seeds: u64 = if cfg!(miri) { 1 } else { 12 };
+    if let Ok(s) = std::env::var("R4_ONE") {
+        let v: Vec<usize> = s.split(',').map(|x| x.parse().unwrap()).collect();
+        model_run(v[0] as u64, v[1], v[2] != 0, v[3]);
+        return;
+    }
+    for seed in 0..seeds {
+        for threads in [1, 2] {
+            for inners in [false, true] {
+                for n in [1, 7, 60] {
+                    model_run(seed, threads, inners, n);
+                }
+            }
+        }
+    }
+}
+
+/// An old object written during a cycle's purge, storing an object created
+/// then (young after the cycle), keeps it through the next minor cycle.
+#[test]
+fn an_old_object_written_during_a_purge_keeps_what_it_stores() {
+    let mut lost = Vec::new();
+    for kind in [CycleKind::Major, CycleKind::Minor] {
+        for through_mut in [false, true] {
+            let mut heap = heap_with(GcConfig::MANUAL);
+            let root = heap.spawn(node(0, Vec::new())).root().create().unwrap();
+            let old = heap.create(node(1, Vec::new()));
+            heap[root].kids.push(old);
+            heap.collect().unwrap();
+            // Garbage for the purge to free, young objects for the minor.
+            for i in 0..300 {
+                let g = heap.create(node(10 + i, Vec::new()));
+                if i % 2 == 0 {
+                    heap[root].kids.push(g);
+                }
+            }
+            let mut slices = 0;
+            loop {
+                let t = match kind {
+                    CycleKind::Major => heap.step(2),
+                    _ => heap.step_minor(2),
+                };
+                slices += 1;
+                assert!(t.completed.is_none(), "{kind:?}: no purge slice seen");
+                if heap.gc_phase() == Phase::Purge {
+                    break;
+                }
+                assert!(slices < 100_000);
+            }
+            let y = if through_mut {
+                heap.create_mut(node(2, Vec::new()))
+            } else {
+                heap.create(node(2, Vec::new()))
+            };
+            heap[old].kids.push(y);
+            finish(&mut heap, kind);
+            let s = heap.collect_minor().unwrap();
+            assert_eq!(s.kind, CycleKind::Minor);
+            if !heap.contains(y) {
+                lost.push(format!("{kind:?}, through &mut: {through_mut}"));
+            }
+        }
+    }
+    assert!(lost.is_empty(), "freed: {lost:?}");
+}
+
+/// After a cycle abandoned by a panicking `Trace` (the next cycle runs as a
+/// major one), or with `generational` turned on while a cycle is in
+/// flight, an old object written during that next cycle's purge, storing a
+/// new object, keeps it through the minor cycle after.
+#[test]
+fn a_write_in_the_purge_after_an_abandoned_cycle_is_remembered() {
+    use std::sync::atomic::Ordering;
+    let mut lost = Vec::new();
+    for how in ["abandoned", "generational turned on"] {
+        let mut heap = heap_with(GcConfig {
+            generational: how == "abandoned",
+            ..GcConfig::MANUAL
+        });
+        let root = heap.spawn(node(0, Vec::new())).root().create().unwrap();
+        let old = heap.create(node(1, Vec::new()));
+        heap[root].kids.push(old);
+        let _bomb = heap.spawn(Boom2::default()).root().create().unwrap();
+        heap.collect().unwrap();
+        if how == "abandoned" {
+            ARMED2.store(true, Ordering::Relaxed);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| heap.collect()));
+            ARMED2.store(false, Ordering::Relaxed);
+            assert!(r.is_err(), "the bomb went off");
+        }
+        for i in 0..300 {
+            let g = heap.create(node(10 + i, Vec::new()));
+            if i % 2 == 0 {
+                heap[root].kids.push(g);
+            }
+        }
+        loop {
+            let t = heap.step_minor(2);
+            assert!(t.completed.is_none(), "{how}: no purge slice seen");
+            if heap.gc_phase() == Phase::Purge {
+                break;
+            }
+        }
+        heap.gc_config_mut().generational = true;
+        let y = heap.create_mut(node(2, Vec::new()));
+        heap[old].kids.push(y);
+        finish(&mut heap, CycleKind::Minor);
+        let s = heap.collect_minor().unwrap();
+        assert_eq!(s.kind, CycleKind::Minor, "{how}");
+        if !heap.contains(y) {
+            lost.push(how);
+        }
+    }
+    assert!(lost.is_empty(), "freed: {lost:?}");
+}
