@@ -787,7 +787,14 @@ fn objects_created_during_a_major_cycle_keep_their_young_children() {
 #[test]
 fn objects_created_during_a_cycle_on_two_threads_survive_the_next_minor() {
     let mut lost = Vec::new();
-    for through_mut in [false, true] {
+    for (through_mut, garbage) in [
+        (false, 100),
+        (true, 100),
+        (false, 10),
+        (true, 10),
+        (false, 70),
+        (true, 70),
+    ] {
         let mut heap = heap_with(GcConfig::MANUAL);
         let root = heap.spawn(node(0, Vec::new())).root().create().unwrap();
         let holder = heap.create(node(1, Vec::new()));
@@ -798,7 +805,7 @@ fn objects_created_during_a_cycle_on_two_threads_survive_the_next_minor() {
             heap[prev].kids.push(k);
             prev = k;
         }
-        for i in 0..100 {
+        for i in 0..garbage {
             heap.create(node(1000 + i, Vec::new()));
         }
         heap.collect().unwrap();
@@ -823,12 +830,21 @@ fn objects_created_during_a_cycle_on_two_threads_survive_the_next_minor() {
                 .join()
                 .unwrap()
             });
+            if std::env::var("R4_TRACE").is_ok() {
+                eprintln!(
+                    "round {round}: thread made {:?}",
+                    made.iter().map(|y| y.index()).collect::<Vec<_>>()
+                );
+            }
             for y in made {
                 let x = if through_mut {
                     heap.create_mut(node(3, vec![y]))
                 } else {
                     heap.create(node(3, vec![y]))
                 };
+                if std::env::var("R4_TRACE").is_ok() {
+                    eprintln!("  x {}", x.index());
+                }
                 heap[holder].kids.push(x);
                 ys.push(y);
             }
