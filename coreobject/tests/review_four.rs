@@ -863,3 +863,60 @@ fn objects_created_during_a_cycle_on_two_threads_survive_the_next_minor() {
     }
     assert!(lost.is_empty(), "freed: {lost:?}");
 }
+
+/// While a major cycle marks: a second thread's cache takes a batch of the
+/// slots freed before the cycle; this thread uses up the others and
+/// creates `y` in a fresh slot (above the cycle's high water: young after
+/// it, no mark bit); a slice returns the batch's unused slots; `x`, holding
+/// `y`, is created in one of them (below the high water: marked by the born
+/// scan or at birth, so old after the cycle), kept from an old object. The
+/// next minor cycle must keep `y`.
+#[test]
+fn a_new_object_below_the_high_water_keeps_a_new_one_above_it() {
+    let mut lost = Vec::new();
+    for through_mut in [false, true] {
+        let mut heap = heap_with(GcConfig::MANUAL);
+        let root = heap.spawn(node(0, Vec::new())).root().create().unwrap();
+        let holder = heap.create_mut(node(1, Vec::new()));
+        heap[root].kids.push(holder);
+        let mut prev = root;
+        let mut top = 0;
+        for i in 0..300 {
+            let k = heap.create_mut(node(2000 + i, Vec::new()));
+            heap[prev].kids.push(k);
+            prev = k;
+            top = top.max(k.index());
+        }
+        for i in 0..100 {
+            top = top.max(heap.create_mut(node(1000 + i, Vec::new())).index());
+        }
+        heap.collect().unwrap();
+        let t = heap.step(1);
+        assert!(t.started.is_some() && heap.gc_phase() == Phase::Mark);
+        std::thread::scope(|s| {
+            let heap = &heap;
+            s.spawn(move || heap.create(node(5, Vec::new())));
+        });
+        let y = loop {
+            let o = heap.create_mut(node(2, Vec::new()));
+            if o.index() > top {
+                break o;
+            }
+        };
+        heap.step(1);
+        let x = if through_mut {
+            heap.create_mut(node(3, vec![y]))
+        } else {
+            heap.create(node(3, vec![y]))
+        };
+        heap[holder].kids.push(x);
+        assert!(x.index() <= top && y.index() > top, "the scenario: {x:?} {y:?}");
+        finish(&mut heap, CycleKind::Major);
+        let s = heap.collect_minor().unwrap();
+        assert_eq!(s.kind, CycleKind::Minor);
+        if !heap.contains(y) {
+            lost.push(format!("through &mut {through_mut}: y {y:?} x {x:?}"));
+        }
+    }
+    assert!(lost.is_empty(), "freed: {lost:?}");
+}
