@@ -510,15 +510,7 @@ impl Collector {
                     stage.array.sync();
                     stage.array.take_born(&mut cycle.born);
                     while k < cycle.born.len() {
-                        let i = cycle.born[k];
-                        stage.array.at(i).clear(flags::BORN);
-                        // Young after the cycle: the born scan (or tracing at
-                        // birth) marked it if its slot is below the high
-                        // water, which would make it old, holding handles to
-                        // young objects (created above it) no set remembers.
-                        if let Some(w) = stage.array.condemned.marks.get_mut((i >> 6) as usize) {
-                            *w &= !(1 << (i & 63));
-                        }
+                        stage.array.at(cycle.born[k]).clear(flags::BORN);
                         k += 1;
                         if budget.spend(1) && k < cycle.born.len() {
                             cycle.step = Step::Settle(k);
