@@ -37,7 +37,10 @@ impl Collector {
     /// object already listed) and a bit test (a young one) on the fast path.
     #[inline(always)]
     pub(crate) fn barrier(&mut self, item: &Item, index: u32) {
-        if self.marking | self.gen {
+        // `in_flight`: a cycle that started non-generational (after an
+        // abandoned cycle, or with `generational` turned on since) ends
+        // generational, and what its purge saw written must be remembered.
+        if self.marking | self.gen | self.in_flight {
             let f = item.flags();
             if f & flags::REGREY == 0
                 && (self.in_flight

@@ -216,17 +216,18 @@ impl Heap {
         let birth = self.gc.birth_flags() | flags::CHANGED;
         match self.array.create_mut(value, None, birth) {
             Some(h) => {
-                // While a cycle marks, traced now, in the cache (one
-                // predictable branch otherwise).
-                if self.gc.is_marking() {
-                    self.gc.trace_at_birth(self.array.chunks(), h.index());
-                }
                 // Born changed: its slot joins the capture's set, as in
                 // `publish_quiet` (a plain store: `&mut self`).
                 self.store_dirty.mark_mut(h.index());
                 self.gc.note_alloc(T::class().size());
                 if !self.listeners.create.is_empty() {
                     self.notify_create(h.any());
+                }
+                // While a cycle marks, traced now, in the cache (one
+                // predictable branch otherwise). Last: a hand-written
+                // `Trace` that panics leaves a whole object.
+                if self.gc.is_marking() {
+                    self.gc.trace_at_birth(self.array.chunks(), h.index());
                 }
                 Ok(h)
             }
@@ -305,11 +306,6 @@ impl Heap {
             }
             return Err(self.cap_error());
         };
-        // While a cycle marks, traced now, in the cache (one predictable
-        // branch otherwise).
-        if self.gc.is_marking() {
-            self.gc.trace_at_birth(self.array.chunks(), h.index());
-        }
         // Born changed: its slot joins the capture's set, as in
         // `publish_quiet` (a plain store: `&mut self`).
         self.store_dirty.mark_mut(h.index());
@@ -325,6 +321,12 @@ impl Heap {
         }
         if !self.listeners.create.is_empty() {
             self.notify_create(h.any());
+        }
+        // While a cycle marks, traced now, in the cache (one predictable
+        // branch otherwise). Last: a hand-written `Trace` that panics leaves
+        // a whole object (named, filed under its outer, announced).
+        if self.gc.is_marking() {
+            self.gc.trace_at_birth(self.array.chunks(), h.index());
         }
         Ok(h)
     }

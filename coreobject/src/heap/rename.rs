@@ -139,6 +139,12 @@ impl Rename<'_> {
                 heap.inners.get_mut().remove(old, obj);
             }
             heap.note_inner(new, obj);
+            // While a cycle marks, the new outer may be black already (marked
+            // and scanned, or traced at birth): the moved object is greyed so
+            // that an outer keeping its inners does not lose it.
+            if heap.gc.is_marking() {
+                heap.gc.note_revived(obj);
+            }
             // Whether its inners are saved may change with it.
             heap.store_dirty.mark_subtree(obj.index());
             // The outer is a traced reference: the object changed.
