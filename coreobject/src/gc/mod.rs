@@ -1048,9 +1048,10 @@ impl Collector {
         // the next one), and both barriers keep the remembered set.
         self.gen = self.config.generational;
         if self.gen {
-            // Objects created during the cycle stay young (no mark bit), so
-            // a short-lived one goes with the next minor cycle instead of
-            // waiting for a major one. The old objects that may reference
+            // Objects created during the cycle stay young (no mark bit: the
+            // settle step cleared the bits marking gave those below the high
+            // water, all but restored ones), so a short-lived one goes with
+            // the next minor cycle instead of waiting for a major one. The old objects that may reference
             // them are those changed since the cycle started: those changed
             // while it marked (`written`) join the remembered set here, and
             // those changed since marking ended are in it already.

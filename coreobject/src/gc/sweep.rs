@@ -568,7 +568,25 @@ impl Collector {
                     stage.array.sync();
                     stage.array.take_born(&mut cycle.born);
                     while k < cycle.born.len() {
-                        stage.array.at(cycle.born[k]).clear_exclusive(flags::BORN);
+                        let i = cycle.born[k];
+                        let item = stage.array.at(i);
+                        let f = item.flags();
+                        item.clear_exclusive(flags::BORN);
+                        // Young after the cycle, as every object created
+                        // during it: the born scan (or tracing at birth)
+                        // marked it if its slot is below the high water,
+                        // which would make it old, holding handles to young
+                        // objects (created above the high water) that no
+                        // remembered set lists. Except a restored one
+                        // (`create_at_with_serial`): handles to it held in
+                        // old objects no barrier saw name it again, so it
+                        // stays old, as a revival between cycles makes it.
+                        if f & flags::RESTORED == 0 {
+                            if let Some(w) = stage.array.condemned.marks.get_mut((i >> 6) as usize)
+                            {
+                                *w &= !(1 << (i & 63));
+                            }
+                        }
                         k += 1;
                         if budget.spend(1) && k < cycle.born.len() {
                             cycle.step = Step::Settle(k);
