@@ -623,6 +623,10 @@ fn model_run(seed: u64, threads: usize, inners: bool, n: usize) {
 /// Heap`, `R4_SKIP=3,5` turns those operations into slices), more seeds with
 /// `R4_SEEDS=n`.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "safe code only; minutes under miri, and the unsafe code it reaches runs under miri in the other files and this file's other tests"
+)]
 fn mixed_cycles_with_birth_threads_moves_and_abandons() {
     let seeds: u64 = match std::env::var("R4_SEEDS") {
         Ok(n) => n.parse().unwrap(),
