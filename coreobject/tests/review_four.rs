@@ -631,7 +631,7 @@ fn mixed_cycles_with_birth_threads_moves_and_abandons() {
     let seeds: u64 = match std::env::var("R4_SEEDS") {
         Ok(n) => n.parse().unwrap(),
         Err(_) if cfg!(miri) => 1,
-        Err(_) => 4,
+        Err(_) => 2,
     };
     if let Ok(s) = std::env::var("R4_ONE") {
         let v: Vec<usize> = s.split(',').map(|x| x.parse().unwrap()).collect();
