@@ -213,10 +213,12 @@ impl Item {
 
     /// [`clear`](Self::clear) for the holder of the array's `&mut`, as
     /// [`set_exclusive`](Self::set_exclusive) is for `set`: a plain load and
-    /// store, no locked instruction.
+    /// store, no locked instruction. Returns the previous flags.
     #[inline]
-    pub(crate) fn clear_exclusive(&self, f: u32) {
-        self.flags.store(self.flags.load(Relaxed) & !f, Relaxed);
+    pub(crate) fn clear_exclusive(&self, f: u32) -> u32 {
+        let old = self.flags.load(Relaxed);
+        self.flags.store(old & !f, Relaxed);
+        old
     }
 
     /// Sets `ROOT`; true if the index must join the root list.

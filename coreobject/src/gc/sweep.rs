@@ -569,9 +569,7 @@ impl Collector {
                     stage.array.take_born(&mut cycle.born);
                     while k < cycle.born.len() {
                         let i = cycle.born[k];
-                        let item = stage.array.at(i);
-                        let f = item.flags();
-                        item.clear_exclusive(flags::BORN);
+                        let f = stage.array.at(i).clear_exclusive(flags::BORN);
                         // Young after the cycle, as every object created
                         // during it: the born scan (or tracing at birth)
                         // marked it if its slot is below the high water,
