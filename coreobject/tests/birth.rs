@@ -22,38 +22,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use coreobject::{CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, Phase, Tick};
+use coreobject::{CycleKind, Heap, Obj, Object, Phase, Tick};
+
+mod common;
+use common::{manual_heap as heap, Rng};
 
 #[derive(Object, Default)]
 struct Node {
     id: u64,
     kids: Vec<Obj<Node>>,
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn heap(threads: usize) -> Heap {
-    let gc = GcConfig {
-        threads,
-        parallel_threshold: 0,
-        ..GcConfig::MANUAL
-    };
-    Heap::with_config(HeapConfig {
-        gc,
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap()
 }
 
 /// The model: every object's children as stored, its outer, the roots.

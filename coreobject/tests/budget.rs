@@ -22,39 +22,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use coreobject::{CycleKind, Data, GcConfig, Heap, HeapConfig, Obj, Object, Phase, Tick};
+use coreobject::{CycleKind, Data, Heap, Obj, Object, Phase, Tick};
+
+mod common;
+use common::{manual_heap as heap, Rng};
 
 #[derive(Object, Data, Default)]
 struct Node {
     id: u64,
     pos: [f32; 2],
     kids: Vec<Obj<Node>>,
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn heap(threads: usize) -> Heap {
-    let gc = GcConfig {
-        threads,
-        parallel_threshold: 0,
-        ..GcConfig::MANUAL
-    };
-    Heap::with_config(HeapConfig {
-        gc,
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap()
 }
 
 /// The model: every object's children as stored, and the roots.

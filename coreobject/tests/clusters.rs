@@ -15,6 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use coreobject::{ClusterError, ClusterId, Error, GcConfig, Heap, HeapConfig, Obj, Object};
 
+mod common;
+use common::Rng;
+
 #[derive(Object, Default)]
 struct Node {
     id: u64,
@@ -24,19 +27,6 @@ struct Node {
 #[derive(Object, Default)]
 #[object(cluster = false)]
 struct Loner;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 #[derive(Default)]
 struct M {

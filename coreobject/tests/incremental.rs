@@ -26,6 +26,9 @@ use std::sync::{Arc, Mutex};
 
 use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Obj, Object, Referencer, StrongObj, Visitor};
 
+mod common;
+use common::Rng;
+
 #[derive(Object)]
 struct Node {
     id: u64,
@@ -42,19 +45,6 @@ impl Referencer for Held {
         for h in self.0.lock().unwrap().iter() {
             v.visit(*h);
         }
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
     }
 }
 

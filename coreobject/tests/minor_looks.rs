@@ -15,23 +15,13 @@ use coreobject::{
     ClusterError, ClusterId, CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, Phase,
 };
 
+mod common;
+use common::Rng;
+
 #[derive(Object, Default)]
 struct Node {
     id: u64,
     kids: Vec<Obj<Node>>,
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 fn full_tests() -> bool {

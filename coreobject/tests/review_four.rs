@@ -2,6 +2,9 @@
 
 use coreobject::{CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, Phase};
 
+mod common;
+use common::Rng;
+
 #[derive(Object, Default)]
 struct Node {
     id: u64,
@@ -267,19 +270,6 @@ impl coreobject::Trace for Bomb3 {
 #[derive(Object, Default)]
 struct Boom3 {
     bomb: Bomb3,
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,0 +1,41 @@
+//! Helpers the integration tests share. A test file that wants them says
+//! `mod common;` (cargo builds no test of its own from this folder).
+
+// Each test file is its own crate and uses only some of these.
+#![allow(dead_code)]
+
+use coreobject::{GcConfig, Heap, HeapConfig};
+
+/// A xorshift generator (13, 7, 17): seeded models replay exactly from
+/// their seed, and a failing seed printed by a test reproduces it.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next value; the state must not be zero.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A value in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// A heap whose collector runs only when asked ([`GcConfig::MANUAL`]),
+/// marking on `threads` threads from the first object on.
+pub fn manual_heap(threads: usize) -> Heap {
+    let gc = GcConfig {
+        threads,
+        parallel_threshold: 0,
+        ..GcConfig::MANUAL
+    };
+    Heap::with_config(HeapConfig {
+        gc,
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap()
+}
