@@ -1355,6 +1355,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn the_parse_rule() {
         let max = Name::MAX_NUMBER;
         let cases: &[(&str, &str, Option<u32>)] = &[
@@ -1389,6 +1390,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn names_are_found_per_outer_and_forgotten_on_remove() {
         let mut n = Names::default();
         let (world, a, b) = (obj(0), obj(1), obj(2));
@@ -1412,6 +1414,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn numbered_names_share_their_base() {
         let mut n = Names::default();
         for i in 0..10 {
@@ -1434,6 +1437,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn freed_entries_are_reused_and_old_names_refused() {
         let mut n = Names::default();
         name(&mut n, obj(1), None, "One");
@@ -1464,6 +1468,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn stale_entries_are_overwritten_or_compacted() {
         let mut n = Names::default();
         name(&mut n, obj(1), None, "A_1");
@@ -1501,6 +1506,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn interned_bases_are_kept_and_failed_claims_give_back() {
         let mut n = Names::default();
         let base = n.intern("Actor").unwrap();
@@ -1523,6 +1529,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn rebuilds_keep_exactly_the_live_names() {
         // Packed slots and slots on pages of their own.
         for spread in [1u32, PAGE as u32] {
@@ -1571,6 +1578,7 @@ mod tests {
     /// a [`Names::tidy`]. Fails if a name's filter bit is not set on insert
     /// (a taken name would be given twice).
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn the_filter_never_hides_a_live_name() {
         use std::collections::HashMap;
         let steps = if cfg!(miri) { 400 } else { 20_000 };
@@ -1671,6 +1679,7 @@ mod tests {
     /// hashed with the rest ([`hash`]: lines), or left out of
     /// [`Index::home`] (homes).
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn runs_of_numbers_share_index_lines() {
         let all: u32 = if cfg!(miri) { 64 } else { 1024 };
         let mut n = Names::default();
@@ -1715,6 +1724,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn tidy_drops_stale_entries_and_bits_when_they_dominate() {
         // Smaller under miri; the same shares either way.
         let all: u32 = if cfg!(miri) { 200 } else { 1000 };
@@ -1746,6 +1756,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn the_default_prefix_is_reserved() {
         assert!(Names::check("Hero").is_ok());
         assert!(Names::check("Default_Hero").is_ok());
@@ -1775,6 +1786,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn generated_names_wait_then_enter_the_index() {
         let mut n = Names::default();
         let world = obj(0);
@@ -1824,6 +1836,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn a_used_up_range_falls_back_to_probing() {
         let mut n = Names::default();
         // The largest number moves the counter past the end of the range.
@@ -1846,6 +1859,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn a_used_up_range_is_searched_from_a_cursor() {
         let mut n = Names::default();
         // Five generated names, then the largest number: the range is used
@@ -1893,6 +1907,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
     fn a_counter_that_runs_out_by_itself_wraps_to_the_search() {
         let mut n = Names::default();
         let k = unique(&mut n, 1, None, "Tail");
