@@ -39,10 +39,11 @@ fn finish(heap: &mut Heap, kind: CycleKind) {
 }
 
 /// Starts a cycle of `kind` and runs one unit of it: `anchor` (alive)
-/// gets a chain of 300 new objects first, so that marking does not finish.
+/// gets a chain of 300 new objects first (30 under miri), so that marking
+/// does not finish.
 fn begin(heap: &mut Heap, kind: CycleKind, anchor: Obj<Node>) {
     let mut prev = anchor;
-    for i in 0..300 {
+    for i in 0..if cfg!(miri) { 30 } else { 300 } {
         let o = heap.create(node(10_000 + i, Vec::new()));
         heap[prev].kids.push(o);
         prev = o;
@@ -63,7 +64,9 @@ fn a_restored_object_keeps_what_it_was_restored_with() {
             let mut heap = heap_with(GcConfig::MANUAL);
             let root = heap.spawn(node(0, Vec::new())).root().create().unwrap();
             // Slots freed by an earlier cycle, below the high water.
-            let gone: Vec<_> = (0..400).map(|i| heap.create(node(i, Vec::new()))).collect();
+            let gone: Vec<_> = (0..if cfg!(miri) { 40 } else { 400 })
+                .map(|i| heap.create(node(i, Vec::new())))
+                .collect();
             heap.collect().unwrap();
             begin(&mut heap, kind, root);
             let y = if through_mut {
@@ -189,6 +192,8 @@ struct Model {
     created: BTreeMap<AnyObj, Vec<&'static str>>,
     /// Handles seen freed: candidates for a restore.
     freed: Vec<AnyObj>,
+    /// GC clusters by root: reaching any member keeps every member.
+    clusters: BTreeMap<AnyObj, BTreeSet<AnyObj>>,
 }
 
 impl Model {
@@ -209,6 +214,9 @@ impl Model {
                 continue;
             }
             if seen.insert(o) {
+                for m in self.clusters.values().filter(|m| m.contains(&o)) {
+                    todo.extend(m.iter().copied());
+                }
                 todo.extend(self.kids.get(&o).into_iter().flatten().copied());
                 todo.extend(self.outer.get(&o).copied());
                 todo.extend(by_outer.get(&o).into_iter().flatten().copied());
@@ -259,9 +267,9 @@ fn check(heap: &Heap, model: &mut Model, events: &Events, inners: bool, ctx: &st
         .kids
         .keys()
         .copied()
-        .filter(|&h| heap.flags_of(h).is_some())
+        // (Not those the cycle in flight found unreachable: freed soon.)
+        .filter(|&h| heap.flags_of(h).is_some_and(|f| !f.unreachable))
         .collect();
-    // Objects the model saw alive that are gone now are restorable.
     for o in model.reachable(inners) {
         assert!(heap.contains(o), "{ctx}: reachable {o:?} was freed");
         assert_eq!(
@@ -305,9 +313,19 @@ struct Run {
 /// added and removed, strong handles taken and dropped, garbage marks set
 /// and cleared, inners moved, cycles abandoned by a panicking `Trace`,
 /// `collect()` and `collect_minor()` forced mid-cycle, and, between cycles,
-/// `generational`, `outer_keeps_inners` and the marking threads toggled.
-/// Every reachable object must stay alive with its children, and the batch
-/// delete listener must hear of each freed object once, with its class.
+/// GC clusters created, grown and dissolved and `generational`,
+/// `outer_keeps_inners` and the marking threads toggled. Every reachable
+/// object must stay alive with its children, and the batch delete listener
+/// must hear of each freed object once, with its class (a restored handle
+/// once per life). At the end two major cycles leave only the reachable.
+/// Its limits: in 300 seeds it found neither the two restore losses the
+/// hand-built tests above pin (main's settle step put back) nor the
+/// below-the-high-water loss of d1e497c (the settle step's unmarking
+/// removed); `review_four`'s model finds the latter. What it found: the
+/// stale inner entry (`a_restored_object_is_no_inner_of_its_former_outer`,
+/// an object left after two major cycles) and the outer cycle
+/// (`a_restore_makes_no_outer_cycle`, `rename` never returned); restores
+/// keep an object's former outer since.
 fn model_run(r: Run) {
     let ctx0 = format!("seed {}", r.seed);
     let trace = std::env::var("R5_TRACE").is_ok();
@@ -349,6 +367,7 @@ fn model_run(r: Run) {
     let bomb = heap.spawn(Boom::default()).root().create().unwrap();
     let mut kind = CycleKind::Major;
     let mut budget = 7;
+    let mut newest: Vec<AnyObj> = Vec::new();
     for op in 0..r.ops {
         let ctx = format!("{ctx0}, op {op}");
         let in_cycle = heap.gc_phase() != Phase::Idle;
@@ -359,14 +378,25 @@ fn model_run(r: Run) {
             .copied()
             .filter(|h| heap.contains(*h))
             .collect();
+        // The newest objects still alive (most created during the cycle in
+        // flight, if any: young after it).
+        let recent: Vec<AnyObj> = newest
+            .iter()
+            .rev()
+            .take(16)
+            .copied()
+            .filter(|h| heap.contains(*h))
+            .collect();
         let pick = |rng: &mut Rng| -> AnyObj {
-            if rng.one_in(4) && !live.is_empty() {
+            if rng.one_in(3) && !recent.is_empty() {
+                recent[rng.below(recent.len())]
+            } else if rng.one_in(4) && !live.is_empty() {
                 live[rng.below(live.len())]
             } else {
                 reach[rng.below(reach.len())]
             }
         };
-        let choice = rng.below(24);
+        let choice = rng.below(26);
         if trace {
             eprintln!(
                 "op {op}: {choice}, phase {:?}, kind {kind:?}",
@@ -414,6 +444,7 @@ fn model_run(r: Run) {
                 }
                 model.kids.insert(h, kids);
                 model.live.insert(h);
+                newest.push(h);
                 match outer {
                     Some(o) => model.outer.insert(h, o),
                     None => model.outer.remove(&h),
@@ -453,11 +484,15 @@ fn model_run(r: Run) {
                     .unwrap()
                 });
                 for (h, a, o) in made {
+                    if trace {
+                        eprintln!("  shared {h:?} kid {a:?} outer {o:?}");
+                    }
                     model.kids.insert(h, vec![a]);
                     model.outer.insert(h, o);
                     model.bags.remove(&h);
                     model.created.entry(h).or_default().push(node_class);
                     model.live.insert(h);
+                    newest.push(h);
                     if rng.one_in(2) {
                         let from = reach[rng.below(reach.len())];
                         if push_kid(&mut heap, from, h) {
@@ -470,6 +505,9 @@ fn model_run(r: Run) {
                 // A link added between reachable (or live) objects.
                 let from = pick(&mut rng);
                 let to = pick(&mut rng);
+                if trace {
+                    eprintln!("  link {from:?} -> {to:?}");
+                }
                 if push_kid(&mut heap, from, to) {
                     model.kids.get_mut(&from).unwrap().push(to);
                 }
@@ -480,6 +518,9 @@ fn model_run(r: Run) {
                 let k = model.kids[&from].len();
                 if k > 0 {
                     let at = rng.below(k);
+                    if trace {
+                        eprintln!("  cut {from:?} -> {:?}", model.kids[&from][at]);
+                    }
                     cut_kid(&mut heap, from, at);
                     model.kids.get_mut(&from).unwrap().remove(at);
                 }
@@ -522,6 +563,8 @@ fn model_run(r: Run) {
                         && heap.mark_as_garbage(h).is_ok()
                     {
                         model.garbage.insert(h);
+                        // Its cluster is dissolved.
+                        model.clusters.retain(|_, m| !m.contains(&h));
                     }
                 }
             }
@@ -531,7 +574,14 @@ fn model_run(r: Run) {
                 if model.freed.is_empty() {
                     continue;
                 }
-                let kids: Vec<AnyObj> = (0..rng.below(3)).map(|_| pick(&mut rng)).collect();
+                let mut kids: Vec<AnyObj> = (0..rng.below(3)).map(|_| pick(&mut rng)).collect();
+                // Often the newest object (created during the cycle in
+                // flight, if any: young after it).
+                if let Some(&n) = recent.first() {
+                    if rng.one_in(2) {
+                        kids.push(n);
+                    }
+                }
                 // (An object that had an outer is restored under it: one
                 // restored with another outer is still listed under the old
                 // one, see `a_restored_object_is_no_inner_of_its_former_outer`.)
@@ -620,6 +670,37 @@ fn model_run(r: Run) {
             17 if rng.one_in(3) => {
                 heap.collect_minor().unwrap();
             }
+            19 if !in_cycle => {
+                // Clusters change between cycles: one created, grown or
+                // dissolved.
+                let roots: Vec<AnyObj> = model.clusters.keys().copied().collect();
+                match rng.below(3) {
+                    0 | 1 if !roots.is_empty() && rng.one_in(2) => {
+                        let r = roots[rng.below(roots.len())];
+                        let id = heap.cluster_of(r).expect("a cluster root");
+                        if rng.one_in(3) {
+                            if heap.dissolve_cluster(id).is_ok() {
+                                model.clusters.remove(&r);
+                            }
+                        } else {
+                            let h = pick(&mut rng);
+                            if heap.add_to_cluster(id, h).is_ok() {
+                                model.clusters.get_mut(&r).unwrap().insert(h);
+                            }
+                        }
+                    }
+                    _ => {
+                        let h = pick(&mut rng);
+                        if let Ok(id) = heap.create_cluster(h) {
+                            let members = heap.cluster_members(id).into_iter().collect();
+                            if trace {
+                                eprintln!("  cluster {h:?}: {members:?}");
+                            }
+                            model.clusters.insert(h, members);
+                        }
+                    }
+                }
+            }
             18 if !in_cycle => {
                 // Configuration changed between cycles.
                 let c = heap.gc_config_mut();
@@ -661,9 +742,16 @@ fn model_run(r: Run) {
             .filter(|&h| heap.flags_of(h).is_none() && !model.freed.contains(&h))
             .collect();
         for h in gone {
+            model.clusters.remove(&h);
+            for m in model.clusters.values_mut() {
+                m.remove(&h);
+            }
             model.freed.push(h);
             model.garbage.remove(&h);
             model.roots.remove(&h);
+        }
+        if newest.len() > 64 {
+            newest.drain(..newest.len() - 16);
         }
         if model.freed.len() > 64 {
             model.freed.drain(..model.freed.len() - 64);
@@ -721,7 +809,7 @@ fn mixed_model_with_restores_roots_strong_garbage_and_config() {
         });
         return;
     }
-    let seeds: u64 = std::env::var("R5_SEEDS").map_or(12, |n| n.parse().unwrap());
+    let seeds: u64 = std::env::var("R5_SEEDS").map_or(40, |n| n.parse().unwrap());
     for seed in 0..seeds {
         model_run(Run { seed, ops });
     }
@@ -806,4 +894,108 @@ fn a_restore_makes_no_outer_cycle() {
     // (Were it formed, moving a third object under `x` would not return:
     // not tried here.)
     assert!(!cycle, "a and x are each other's outer");
+}
+
+/// The purge's quick path over more than `RELEASE_EVERY` (2,048) frees
+/// and `COOL_EVERY` (256) in one cycle, sliced, with a batch delete
+/// listener, outers (some freed objects through `free_one`, the rest
+/// through the quick path, into the same batch) and clusters: each freed
+/// object heard of once, with its class; the slots reused at once, and no
+/// stale handle resolves to their new objects.
+#[test]
+fn a_long_sliced_purge_hears_each_object_once_and_no_stale_handle_resolves() {
+    for inners in [false, true] {
+        let mut heap = heap_with(GcConfig {
+            outer_keeps_inners: inners,
+            ..GcConfig::MANUAL
+        });
+        let events: Events = Arc::default();
+        {
+            let events = events.clone();
+            heap.on_delete_batch(move |b: &[coreobject::ObjectEvent]| {
+                let mut e = events.lock().unwrap();
+                e.extend(b.iter().map(|ev| (ev.object, ev.class.name())));
+            });
+        }
+        let root = heap.spawn(node(0, Vec::new())).root().create().unwrap();
+        let n = if cfg!(miri) { 300 } else { 6_000 };
+        let mut doomed = Vec::new();
+        for i in 0..n {
+            let h = if i % 5 == 0 {
+                heap.spawn(node(i, Vec::new()))
+                    .outer(doomed.last().copied().unwrap_or(root))
+                    .create()
+                    .unwrap()
+            } else {
+                heap.create(node(i, Vec::new()))
+            };
+            doomed.push(h);
+        }
+        // All kept through the root for a cycle (a cluster among them).
+        let kept: Vec<_> = doomed.clone();
+        heap[root].kids.extend(kept.iter().copied());
+        heap.create_cluster(kept[1]).unwrap();
+        heap.collect().unwrap();
+        // What the root reaches: `from`, their outers' chains and (under
+        // the rule) the inners of what is reached.
+        let closure = |heap: &Heap, from: &[AnyObj]| {
+            let mut seen = BTreeSet::new();
+            let mut todo = from.to_vec();
+            while let Some(o) = todo.pop() {
+                if seen.insert(o) {
+                    todo.extend(heap.outer_of(o));
+                    if inners {
+                        heap.for_each_with_outer(o, |r| todo.push(r.id()));
+                    }
+                }
+            }
+            seen
+        };
+        let mut from = vec![root.any()];
+        from.extend(kept.iter().map(|k| k.any()));
+        from.extend(heap.cluster_members(heap.cluster_of(kept[1]).unwrap()));
+        let before = closure(&heap, &from);
+        for &h in &doomed {
+            assert_eq!(
+                heap.contains(h),
+                before.contains(&h.any()),
+                "inners {inners}"
+            );
+        }
+        // Now all but the root (and what it keeps) goes, a few units at a
+        // time.
+        heap[root].kids.clear();
+        events.lock().unwrap().clear();
+        while heap.step(5).completed.is_none() {}
+        heap.collect().unwrap();
+        let after = closure(&heap, &[root.any()]);
+        let mut heard: BTreeMap<AnyObj, usize> = BTreeMap::new();
+        for &(h, class) in events.lock().unwrap().iter() {
+            assert_eq!(class, Node::class().name());
+            *heard.entry(h).or_default() += 1;
+        }
+        let mut freed = 0;
+        for &h in &doomed {
+            let alive = heap.contains(h);
+            assert_eq!(alive, after.contains(&h.any()), "inners {inners}: {h:?}");
+            let gone = (before.contains(&h.any()) && !alive) as usize;
+            freed += gone;
+            assert_eq!(heard.get(&h.any()).copied().unwrap_or(0), gone, "{h:?}");
+        }
+        assert_eq!(heard.len(), freed, "inners {inners}");
+        assert!(
+            freed > 2_048 || cfg!(miri),
+            "inners {inners}: {freed} freed"
+        );
+        // The slots are reused; the old handles stay stale.
+        let fresh: Vec<_> = (0..n).map(|i| heap.create(node(i, Vec::new()))).collect();
+        for &h in &doomed {
+            if !after.contains(&h.any()) {
+                assert!(!heap.contains(h) && heap.get(h).is_none());
+            }
+        }
+        for (i, &h) in fresh.iter().enumerate() {
+            assert_eq!(heap[h].id, i as u64);
+        }
+    }
 }
