@@ -1027,7 +1027,10 @@ impl Collector {
         // What `Settle` did not reach (objects created since its last slice).
         if let Step::Settle(k) = cycle.step {
             for &i in &cycle.born[k.min(cycle.born.len())..] {
-                array.at(i).clear_exclusive(flags::BORN);
+                // Created since marking ended: unmarked, young.
+                if array.at(i).clear_exclusive(flags::BORN) & flags::RESTORED != 0 {
+                    sweep::revive_restored(&mut self.revived, array.at(i), i);
+                }
             }
         }
         cycle.stats.born = cycle.born.len();

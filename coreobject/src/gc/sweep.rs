@@ -575,15 +575,16 @@ impl Collector {
                         // marked it if its slot is below the high water,
                         // which would make it old, holding handles to young
                         // objects (created above the high water) that no
-                        // remembered set lists. Except a restored one
-                        // (`create_at_with_serial`): handles to it held in
-                        // old objects no barrier saw name it again, so it
-                        // stays old, as a revival between cycles makes it.
-                        if f & flags::RESTORED == 0 {
-                            if let Some(w) = stage.array.condemned.marks.get_mut((i >> 6) as usize)
-                            {
-                                *w &= !(1 << (i & 63));
-                            }
+                        // remembered set lists.
+                        if let Some(w) = stage.array.condemned.marks.get_mut((i >> 6) as usize) {
+                            *w &= !(1 << (i & 63));
+                        }
+                        // A restored one (`create_at_with_serial`) too, but
+                        // handles to it held in old objects no barrier saw
+                        // name it again: the next minor cycle starts from
+                        // it, as from a revival between cycles.
+                        if f & flags::RESTORED != 0 {
+                            revive_restored(&mut self.revived, stage.array.at(i), i);
                         }
                         k += 1;
                         if budget.spend(1) && k < cycle.born.len() {
@@ -697,6 +698,14 @@ fn finish(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) {
         (ptr.as_ref().class().vt.finish_destroy)(ptr, &cx)
     });
     item.set(flags::FINISHED);
+}
+
+/// A restored object created during the cycle (see the settle step): the
+/// next minor cycle starts from it (`Collector::revived`).
+pub(super) fn revive_restored(revived: &mut parking_lot::Mutex<Vec<AnyObj>>, item: &Item, i: u32) {
+    if let (Some(_), Some(s)) = (item.object(), NonZeroU32::new(item.serial())) {
+        revived.get_mut().push(AnyObj::new(i, s));
+    }
 }
 
 /// How [`free_one`] frees the slot and the value.

@@ -94,6 +94,21 @@ impl<T: Object> SpawnAt<'_, T> {
         }
         if let Some(o) = self.outer {
             heap.array.lookup(o, flags::DEAD)?;
+            // Objects that outlived the slot's last occupant may still name
+            // it as their outer: the new outer's chain must not pass
+            // through the restored handle (an outer cycle, as `rename`
+            // refuses).
+            let me = AnyObj::from_bits(self.index as u64 | (self.serial as u64) << 32);
+            let mut up = Some(o);
+            while let Some(u) = up {
+                if Some(u) == me {
+                    return Err(Error::OuterCycle {
+                        object: u,
+                        outer: o,
+                    });
+                }
+                up = heap.array.outer(u, 0).ok().flatten();
+            }
         }
         let key = match &self.name {
             Some(name) => Some(heap.names.get_mut().claim(self.outer, name)?),
