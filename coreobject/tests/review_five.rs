@@ -4,6 +4,9 @@
 
 use coreobject::{AnyObj, CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, Phase};
 
+mod common;
+use common::Rng;
+
 #[derive(Object, Default)]
 struct Node {
     id: u64,
@@ -159,22 +162,6 @@ impl coreobject::Trace for Bomb {
 struct Boom {
     bomb: Bomb,
     n: u64,
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn one_in(&mut self, n: usize) -> bool {
-        self.below(n) == 0
-    }
 }
 
 #[derive(Default)]

@@ -23,6 +23,11 @@ impl Rng {
     pub fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
+
+    /// True once in `n` calls on average.
+    pub fn one_in(&mut self, n: usize) -> bool {
+        self.below(n) == 0
+    }
 }
 
 /// A heap whose collector runs only when asked ([`GcConfig::MANUAL`]),
