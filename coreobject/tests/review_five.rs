@@ -809,9 +809,6 @@ fn mixed_model_with_restores_roots_strong_garbage_and_config() {
 /// `for_each_with_outer`, and not kept alive by it under
 /// `outer_keeps_inners`.
 #[test]
-#[ignore = "finding (review 5): the stale entry names the restored object again; \
-            inners.rs keeps stale handles, and marking (Marker::visit_inners) and \
-            for_each_with_outer check only that the handle resolves"]
 fn a_restored_object_is_no_inner_of_its_former_outer() {
     let mut heap = heap_with(GcConfig {
         outer_keeps_inners: true,

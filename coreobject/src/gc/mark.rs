@@ -432,7 +432,9 @@ impl<'a> Marker<'a> {
     fn visit_inners(&mut self, key: u64) {
         if let Some(inners) = self.inners {
             for &h in inners.of(key) {
-                self.visit(h);
+                if !filed_elsewhere(self.chunks, h, key) {
+                    self.visit(h);
+                }
             }
         }
     }
@@ -708,4 +710,24 @@ impl Visitor for Marker<'_> {
         }
         self.queue.push_back(obj.to_bits());
     }
+}
+
+/// Whether `h`, filed under the outer whose handle is `key`, is a restored
+/// object (`spawn_at`) whose own outer is another one or none: a restore
+/// takes a former occupant's handle, and with it the stale entry the former
+/// occupant left under its outer (see `inners`), which must not keep it.
+/// Costs the inner's item load; only restored objects read their header.
+#[inline]
+pub(super) fn filed_elsewhere(chunks: &Chunks, h: AnyObj, key: u64) -> bool {
+    let Some(item) = chunks.get(h.index()) else {
+        return false;
+    };
+    if item.flags() & flags::RESTORED == 0 || item.serial() != h.serial() {
+        return false;
+    }
+    let Some(p) = item.object() else {
+        return false;
+    };
+    // SAFETY: the item holds a live object under `h`'s serial, and objects are freed only outside marking.
+    unsafe { Header::outer(p) }.map(AnyObj::to_bits) != Some(key)
 }

@@ -769,7 +769,9 @@ impl ParMarker<'_> {
         if key != 0 {
             if let Some(inners) = self.shared.inners {
                 for &h in inners.of(key) {
-                    self.visit(h);
+                    if !super::mark::filed_elsewhere(self.shared.chunks, h, key) {
+                        self.visit(h);
+                    }
                 }
             }
         }

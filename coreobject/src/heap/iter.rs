@@ -130,7 +130,13 @@ impl Heap {
             let Some(o) = self.array.slot(&self.names, h.index()) else {
                 continue;
             };
-            if o.id() == h && !self.array.hides(h.index(), o.flags()) {
+            // A restored object (`spawn_at`) takes the handle of a former
+            // occupant whose stale entry may still stand under the former
+            // occupant's outer: only its own header says which outer it has.
+            if o.id() == h
+                && !self.array.hides(h.index(), o.flags())
+                && (o.flags() & flags::RESTORED == 0 || self.array.outer(h, 0) == Ok(Some(outer)))
+            {
                 f(o)
             }
         }
