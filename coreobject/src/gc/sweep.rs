@@ -146,29 +146,34 @@ fn walk_list(
     mut ahead: impl FnMut(u32),
     mut f: impl FnMut(u32) -> Cost,
 ) -> Option<u32> {
-    let mut scattered = false;
-    for (k, &i) in list.iter().enumerate().skip(start as usize) {
-        if k % SPREAD_BLOCK == 0 || k == start as usize {
-            scattered = scattered_at(list, k + SWEEP_AHEAD);
-        }
-        if scattered {
-            if let Some(&j) = list.get(k + SWEEP_AHEAD) {
-                ahead(j);
+    let mut k = start as usize;
+    while k < list.len() {
+        // A block at a time, so that the choice costs one test per block.
+        let end = (k / SPREAD_BLOCK + 1) * SPREAD_BLOCK;
+        let block = &list[k..end.min(list.len())];
+        let scattered = scattered_at(list, k + SWEEP_AHEAD);
+        for (n, &i) in block.iter().enumerate() {
+            let at = k + n;
+            if scattered {
+                if let Some(&j) = list.get(at + SWEEP_AHEAD) {
+                    ahead(j);
+                }
+            }
+            let cost = if i >= to || marked(marks, i) {
+                Cost::Skip
+            } else {
+                f(i)
+            };
+            let spent = match cost {
+                Cost::Skip => at % 8 == 7 && budget.spend(1),
+                Cost::Cheap => budget.spend(1),
+                Cost::Costly => budget.spend_costly(),
+            };
+            if spent {
+                return Some(at as u32 + 1);
             }
         }
-        let cost = if i >= to || marked(marks, i) {
-            Cost::Skip
-        } else {
-            f(i)
-        };
-        let spent = match cost {
-            Cost::Skip => k % 8 == 7 && budget.spend(1),
-            Cost::Cheap => budget.spend(1),
-            Cost::Costly => budget.spend_costly(),
-        };
-        if spent {
-            return Some(k as u32 + 1);
-        }
+        k += block.len();
     }
     None
 }
