@@ -138,7 +138,7 @@ fn write(heap: &mut Heap, model: &mut Model, rng: &mut Rng, next_id: &mut u64) {
         }
         // A position changed through the data door, or through `get_mut`.
         7 | 8 => {
-            if let Some(mut d) = heap.data_mut(pick(rng)) {
+            if let Some(d) = heap.data_mut(pick(rng)) {
                 d.pos[0] += 1.0;
             }
         }
