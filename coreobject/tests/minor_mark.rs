@@ -174,6 +174,9 @@ fn world(heap: &mut Heap, model: &mut Model, rng: &mut Rng, n: usize, fan: usize
         model.kids.insert(o, kids);
     }
     heap.collect().unwrap();
+    // A small world may leave some nodes unreachable: freed now.
+    check(heap, model, "world");
+    model.forget_freed(heap);
 }
 
 fn run(seed: u64, rounds: usize, n: usize) {
