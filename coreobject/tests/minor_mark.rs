@@ -266,7 +266,7 @@ fn a_long_remembered_set_of_wide_objects_keeps_its_young_referents() {
             ..HeapConfig::DEFAULT
         })
         .unwrap();
-        let mut rng = Rng(0x51ed_2701 + work as u64);
+        let mut rng = Rng(0x51ed_2701 ^ work as u64);
         let mut model = Model::default();
         world(&mut heap, &mut model, &mut rng, n, 16);
         let olds: Vec<Obj<Node>> = model.kids.keys().copied().collect();
