@@ -142,11 +142,20 @@ impl Collector {
         // A minor cycle's remembered set: the old objects changed since the
         // last cycle, re-scanned in budgeted pieces (each one's flag is
         // cleared first, so that a write after its re-scan lists it again
-        // for the looks below).
+        // for the looks below). The entries lie scattered over the heap:
+        // the items, objects and reference buffers of the next ones are
+        // loaded ahead, as the re-scan list's are (see [`ahead`]).
         if let Step::Remembered(from) = cycle.step {
             let mut k = from;
             while k < cycle.remembered.len() {
                 let i = cycle.remembered[k];
+                ahead_of(
+                    &marker,
+                    &chunks,
+                    cycle.remembered.get(k + RESCAN_AHEAD).copied(),
+                    cycle.remembered.get(k + RESCAN_AHEAD / 2).copied(),
+                    cycle.remembered.get(k + RESCAN_AHEAD / 4).copied(),
+                );
                 k += 1;
                 let item = chunks.at(i);
                 let f = item.clear(flags::REGREY);
@@ -481,7 +490,15 @@ fn rescan(
                 return Rescanned::Cut;
             }
         }
-        ahead(chunks, regrey);
+        let len = regrey.len();
+        let from_top = |d: usize| len.checked_sub(d).map(|k| regrey[k]);
+        ahead_of(
+            marker,
+            chunks,
+            from_top(RESCAN_AHEAD),
+            from_top(RESCAN_AHEAD / 2),
+            from_top(RESCAN_AHEAD / 4),
+        );
         let item = chunks.at(i);
         let f = item.clear(flags::REGREY);
         if f & flags::REGREY == 0 {
@@ -511,34 +528,41 @@ fn rescan(
     Rescanned::Emptied
 }
 
-/// Entries of the re-scan list loaded ahead of the one re-scanned: the
+/// Entries of the re-scan list (or a minor cycle's remembered set) loaded
+/// ahead of the one re-scanned: the
 /// item of the one this far down the stack, the object of the one half as
 /// far, the buffers behind the object's references of the one a quarter
 /// as far (each loaded a few entries after the line it reads was asked
 /// for).
 const RESCAN_AHEAD: usize = 12;
 
-/// Asks for the memory the re-scans of the next entries of `regrey` (a
-/// stack: the next is at its end) will read.
+/// Asks for the memory the re-scans of the next entries of a list of
+/// objects to re-scan will read: the item of `far`, the object of `mid`
+/// (asked for [`RESCAN_AHEAD`] / 2 entries earlier as `far`), and the
+/// buffers behind the references of `near`, if it will be scanned (the
+/// same test as the re-scan's: live, and black, created during the cycle or
+/// in the pool; a young entry of a minor cycle's remembered set, which is
+/// not, costs its item only).
 #[inline(always)]
-fn ahead(chunks: &Chunks, regrey: &[u32]) {
-    let len = regrey.len();
-    if len >= RESCAN_AHEAD {
-        if let Some(item) = chunks.get(regrey[len - RESCAN_AHEAD]) {
-            prefetch_line(item as *const _);
-        }
+fn ahead_of(
+    marker: &Marker<'_>,
+    chunks: &Chunks,
+    far: Option<u32>,
+    mid: Option<u32>,
+    near: Option<u32>,
+) {
+    if let Some(item) = far.and_then(|i| chunks.get(i)) {
+        prefetch_line(item as *const _);
     }
-    if len >= RESCAN_AHEAD / 2 {
-        if let Some(p) = chunks
-            .get(regrey[len - RESCAN_AHEAD / 2])
-            .and_then(|it| it.object())
-        {
-            prefetch_line(p.as_ptr());
-        }
+    if let Some(p) = mid.and_then(|i| chunks.get(i)).and_then(|it| it.object()) {
+        prefetch_line(p.as_ptr());
     }
-    if len >= RESCAN_AHEAD / 4 {
-        if let Some(item) = chunks.get(regrey[len - RESCAN_AHEAD / 4]) {
-            if item.flags() & flags::UNREACHABLE == 0 {
+    if let Some(i) = near {
+        if let Some(item) = chunks.get(i) {
+            let f = item.flags();
+            if f & flags::UNREACHABLE == 0
+                && (marker.is_black(i) || f & (flags::BORN | flags::DISREGARD) != 0)
+            {
                 if let Some(p) = item.object() {
                     Marker::prefetch_refs(p);
                 }
