@@ -17,24 +17,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use coreobject::{Data, GcConfig, Heap, HeapConfig, Obj, Object};
 
+mod common;
+use common::Rng;
+
 #[derive(Object, Data, Default)]
 struct Node {
     id: u64,
     pos: [f32; 2],
     kids: Vec<Obj<Node>>,
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 /// The program's view: each object's handles, the root, and the handles it
