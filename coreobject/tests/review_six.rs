@@ -228,11 +228,15 @@ fn restore_at(
     } else {
         heap[root].kids.clear();
     }
+    // An old object, cut from `bag` just before the restore holds it.
+    let q = heap.create(node(4)).any();
+    heap[bag].kids.lock().unwrap().push(q);
     heap.collect().unwrap();
     if !begin_and_run(&mut heap, kind, root, slices) {
         return None;
     }
     let phase = heap.gc_phase();
+    heap[bag].kids.lock().unwrap().clear();
     let y = heap.create(node(1)).any();
     let z = std::thread::scope(|s| {
         let heap = &heap;
@@ -240,7 +244,7 @@ fn restore_at(
     });
     let n = || Node {
         id: 9,
-        kids: vec![y, z],
+        kids: vec![y, z, q],
     };
     let r = if above {
         heap.spawn_at(far.index(), far.serial(), n())
@@ -274,7 +278,7 @@ fn restore_at(
             "minor" => heap.collect_minor().unwrap(),
             _ => heap.collect().unwrap(),
         };
-        for (what, h) in [("restored", r), ("held (&mut)", y), ("held (&Heap)", z)] {
+        for (what, h) in [("restored", r), ("held (&mut)", y), ("held (&Heap)", z), ("held (old)", q)] {
             if !heap.contains(h) {
                 return Some((
                     phase,
@@ -287,7 +291,7 @@ fn restore_at(
     heap[root].kids.retain(|&k| k != r);
     heap[bag].kids.lock().unwrap().clear();
     heap.collect().unwrap();
-    for (what, h) in [("restored", r), ("held (&mut)", y), ("held (&Heap)", z)] {
+    for (what, h) in [("restored", r), ("held (&mut)", y), ("held (&Heap)", z), ("held (old)", q)] {
         if heap.contains(h) {
             return Some((
                 phase,
@@ -353,9 +357,12 @@ fn an_unnamed_restore_is_gone_after_the_next_major() {
 // ---------------------------------------------------------------------------
 // Outers and inners.
 
+/// What `for_each_with_outer` lists under `outer`, less the `Bag`s (the
+/// live inners `inners_of` adds).
 fn listed(heap: &Heap, outer: AnyObj) -> Vec<AnyObj> {
     let mut seen = Vec::new();
     heap.for_each_with_outer(outer, |o| seen.push(o.id()));
+    seen.retain(|&h| heap.downcast::<Bag>(h).is_none());
     seen
 }
 
@@ -389,8 +396,12 @@ fn litter(heap: &mut Heap) {
 }
 
 /// `SPARE` inners of `o` (rooted), kept by it, then marked as garbage and
-/// freed: `o`'s entry keeps their stale handles.
+/// freed: `o`'s entry keeps their stale handles (it is compacted once half
+/// of it is stale, so `o` keeps more live inners, `Bag`s, besides).
 fn inners_of(heap: &mut Heap, o: Obj<Node>) -> Vec<AnyObj> {
+    for _ in 0..SPARE + 2 {
+        heap.spawn(Bag::default()).outer(o).create().unwrap();
+    }
     let a: Vec<AnyObj> = (0..SPARE)
         .map(|i| heap.spawn(node(i as u64)).outer(o).create().unwrap().any())
         .collect();
