@@ -278,7 +278,12 @@ fn restore_at(
             "minor" => heap.collect_minor().unwrap(),
             _ => heap.collect().unwrap(),
         };
-        for (what, h) in [("restored", r), ("held (&mut)", y), ("held (&Heap)", z), ("held (old)", q)] {
+        for (what, h) in [
+            ("restored", r),
+            ("held (&mut)", y),
+            ("held (&Heap)", z),
+            ("held (old)", q),
+        ] {
             if !heap.contains(h) {
                 return Some((
                     phase,
@@ -291,7 +296,12 @@ fn restore_at(
     heap[root].kids.retain(|&k| k != r);
     heap[bag].kids.lock().unwrap().clear();
     heap.collect().unwrap();
-    for (what, h) in [("restored", r), ("held (&mut)", y), ("held (&Heap)", z), ("held (old)", q)] {
+    for (what, h) in [
+        ("restored", r),
+        ("held (&mut)", y),
+        ("held (&Heap)", z),
+        ("held (old)", q),
+    ] {
         if heap.contains(h) {
             return Some((
                 phase,
