@@ -82,9 +82,27 @@ impl Inners {
             .map_or(&[], |e| e.inners.as_slice())
     }
 
-    /// An outer was freed: forgets its inners.
-    pub(crate) fn forget_outer(&mut self, outer: AnyObj) {
-        self.by_outer.remove(&outer.to_bits());
+    /// An outer was freed: forgets its inners, but for those `live`
+    /// accepts. Their headers still name the outer's handle, which a
+    /// restore (`Heap::spawn_at` at the outer's serial) makes resolve
+    /// again; the entry then lists them as that outer's inners once more.
+    /// The entry goes with its last inner ([`forget_inner`](Self::forget_inner)).
+    /// O(inners of `outer`), as the entry's drop already was.
+    pub(crate) fn forget_outer(&mut self, outer: AnyObj, live: impl Fn(AnyObj) -> bool) {
+        let key = outer.to_bits();
+        if let Some(e) = self.by_outer.get_mut(&key) {
+            e.inners.retain(|&h| live(h));
+            e.stale = 0;
+            if e.inners.is_empty() {
+                self.by_outer.remove(&key);
+            }
+        }
+    }
+
+    /// Whether the object whose handle is `outer_bits` has an entry (a
+    /// restored outer whose former inners survived it).
+    pub(crate) fn has_entry(&self, outer_bits: u64) -> bool {
+        self.by_outer.contains_key(&outer_bits)
     }
 
     /// An inner of `outer` was freed (its slot's serial has already moved
@@ -164,7 +182,14 @@ mod tests {
         // Another generation of the outer's slot is another key.
         ix.insert(outer, inners[0]);
         assert!(ix.of(obj(0, 1).to_bits()).is_empty());
-        ix.forget_outer(outer);
+        // An outer freed while an inner lives keeps that inner's entry (a
+        // restore at the outer's serial finds it); the inner's own free
+        // then drops it.
+        ix.insert(outer, inners[1]);
+        ix.forget_outer(outer, |h| h == inners[1]);
+        assert_eq!(ix.of(outer.to_bits()), [inners[1]]);
+        assert!(ix.has_entry(outer.to_bits()));
+        assert!(ix.forget_inner(outer, |_| false));
         assert!(ix.is_empty());
         // Freeing an inner whose outer is gone is harmless.
         assert!(!ix.forget_inner(outer, |_| true));

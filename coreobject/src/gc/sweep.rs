@@ -828,14 +828,20 @@ fn free_one(
             for h in stage.inners.of(this.to_bits()) {
                 stage.store_dirty.mark_subtree(h.index());
             }
-            stage.inners.forget_outer(this);
+            let array = &*stage.array;
+            stage
+                .inners
+                .forget_outer(this, |h| array.lookup(h, 0).is_ok());
         }
         if let Some(o) = outer {
             let array = &*stage.array;
             // The slot's serial has moved on, so `this` counts as stale.
-            if stage.inners.forget_inner(o, |h| array.lookup(h, 0).is_ok()) {
-                // The outer (alive: its entry goes when it is freed) has no
-                // inners left.
+            // The outer, if alive, has no inners left. (A freed outer's
+            // entry stays while inners outlive it, and its slot may hold
+            // another object now, whose flag is not this entry's.)
+            if stage.inners.forget_inner(o, |h| array.lookup(h, 0).is_ok())
+                && array.lookup(o, 0).is_ok()
+            {
                 array.at(o.index()).clear(flags::OUTER);
             }
         }

@@ -135,6 +135,11 @@ impl<T: Object> SpawnAt<'_, T> {
         if !heap.listeners.create.is_empty() {
             heap.notify_create(h.any());
         }
+        // Inners of the former occupant that outlived it name it again
+        // (their headers hold this handle): it is their outer once more.
+        if heap.inners.get_mut().has_entry(h.any().to_bits()) {
+            heap.array.at(self.index).set(flags::OUTER);
+        }
         // Handles held anywhere (in old objects too) name it again.
         heap.gc.note_revived(h.any());
         if self.root {

@@ -121,6 +121,11 @@ impl Heap {
     /// ```
     pub fn for_each_with_outer(&self, outer: impl Into<AnyObj>, mut f: impl FnMut(ObjectRef<'_>)) {
         let outer = outer.into();
+        // A freed outer has no inners (its entry may stay while inners
+        // that outlived it live: a restore at its serial finds them).
+        if self.array.lookup(outer, 0).is_err() {
+            return;
+        }
         self.ensure_inners();
         // Copied out, so that `f` runs with no lock held.
         let mut inners = self.inners.lock().of(outer.to_bits()).to_vec();
