@@ -2,7 +2,8 @@
 //! D + 1, a long-lived tree of depth D, then `2^(D - d + 4)` trees of each
 //! depth d in 4, 6, …, D) as the obvious program writes it: `Heap::new()`,
 //! `Heap::create` (or `Heap::create_mut` with `mut`), `tick` after every
-//! tree; `YT=n` in the environment sets `GcConfig::young_threshold`. Prints
+//! tree; `YT=n` in the environment sets `GcConfig::young_threshold`, `GEN=0`
+//! turns `GcConfig::generational` off (major cycles only). Prints
 //! the checksum (14,985,902 at depth 16) and where the time went: building,
 //! checking, `tick`, and the cycles' own mark / sweep / destroy times.
 //!
@@ -52,13 +53,19 @@ fn main() {
         .nth(1)
         .map_or(16, |s| s.parse().expect("depth"));
     let owner = std::env::args().nth(2).as_deref() == Some("mut");
-    let mut h = match std::env::var("YT") {
-        Ok(v) => {
-            let mut c = HeapConfig::DEFAULT;
+    let yt = std::env::var("YT").ok();
+    let gen = std::env::var("GEN").ok();
+    let mut h = if yt.is_none() && gen.is_none() {
+        Heap::new()
+    } else {
+        let mut c = HeapConfig::DEFAULT;
+        if let Some(v) = yt {
             c.gc.young_threshold = Some(v.parse().expect("YT"));
-            Heap::with_config(c).expect("config")
         }
-        Err(_) => Heap::new(),
+        if let Some(v) = gen {
+            c.gc.generational = v != "0";
+        }
+        Heap::with_config(c).expect("config")
     };
     let (mut build, mut walk, mut tick) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let (mut mark, mut sweep, mut destroy) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
