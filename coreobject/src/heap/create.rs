@@ -486,7 +486,13 @@ impl Heap {
     /// does, with what a [`spawn`](Self::spawn) carries: a name, an outer and
     /// a root flag. An undo log that recorded an object's handle, name and
     /// outer brings it back whole: handles to it resolve again, and so do
-    /// its path and [`outer_of`](Self::outer_of).
+    /// its path and [`outer_of`](Self::outer_of). Objects that outlived it
+    /// and were its inners are its inners again (their headers kept its
+    /// handle): [`for_each_with_outer`](Self::for_each_with_outer) lists
+    /// them, and with [`GcConfig::outer_keeps_inners`](crate::GcConfig::outer_keeps_inners)
+    /// it keeps them alive. [`SpawnAt::create`] refuses an outer whose own
+    /// chain of outers passes through the restored handle
+    /// ([`Error::OuterCycle`]), as [`rename`](Self::rename) does.
     ///
     /// ```
     /// use coreobject::{Heap, Object};
