@@ -1051,8 +1051,12 @@ fn model_run(seed: u64) {
                 restored
             );
         }
+        // Dead for good: an unreachable object the heap no longer resolves
+        // (freed, or condemned by the purge in flight) never comes back,
+        // not even as an inner of an outer restored at its serial
+        // (`a_restore_during_a_purge_does_not_revive_a_condemned_inner`).
         for &h in kids.keys() {
-            if !reach.contains(&h) && heap.flags_of(h).is_none() {
+            if !reach.contains(&h) && !heap.contains(h) {
                 gone.insert(h);
             }
         }
@@ -1065,6 +1069,81 @@ fn model_run(seed: u64) {
         if heap.contains(*h) && !reach.contains(h) {
             panic!("seed {seed}: unreachable {h:?} left after two major cycles");
         }
+    }
+}
+
+/// Seed 327 of the model, made small. An inner `i` outlives its outer `o`
+/// (`o` is marked as garbage and freed by a minor cycle; `i` is old), so
+/// nothing reaches `i` any more. A major cycle's mark condemns it; during
+/// that cycle's purge `o` is restored at its serial under a live outer.
+/// `i` was dead before the restore (`contains` is false from the end of
+/// marking: the purge may already have run its `begin_destroy`) and stays
+/// dead: the restored `o` gets back only the inners that were still live,
+/// lists none, and the purge frees `i`. The restored `o` itself is kept.
+#[test]
+fn a_restore_during_a_purge_does_not_revive_a_condemned_inner() {
+    for threads in [1, 2] {
+        let mut heap = heap_with(threads, true);
+        let root = heap.spawn(node(0)).root().create().unwrap();
+        let n = SPARE as u64;
+        let pairs: Vec<(AnyObj, AnyObj)> = (0..n)
+            .map(|k| {
+                let o = heap.create(node(k));
+                heap[root].kids.push(o.any());
+                let i = heap.spawn(node(100 + k)).outer(o).create().unwrap();
+                (o.any(), i.any())
+            })
+            .collect();
+        heap.collect().unwrap();
+        for &(o, _) in &pairs {
+            heap.mark_as_garbage(o).unwrap();
+        }
+        heap.collect_minor().unwrap();
+        for &(o, i) in &pairs {
+            assert!(!heap.contains(o), "freed by the minor cycle");
+            assert!(heap.contains(i), "old: outlives its outer");
+        }
+        enter(&mut heap, CycleKind::Major, root, When::Purging);
+        let anchor = heap.create(node(1));
+        heap[root].kids.push(anchor.any());
+        let (o, i, r) = pairs
+            .iter()
+            .find_map(|&(o, i)| {
+                assert!(!heap.contains(i), "condemned by the mark");
+                let r = heap
+                    .spawn_at(o.index(), o.serial(), node(2))
+                    .outer(anchor)
+                    .create()
+                    .ok()?;
+                Some((o, i, r))
+            })
+            .expect("a free slot to restore into");
+        assert_eq!(r.any(), o);
+        // Not freed yet: `o`'s index entry still names it.
+        assert!(heap.flags_of(i).is_some(), "threads {threads}: freed early");
+        assert!(
+            !heap.contains(i),
+            "threads {threads}: a condemned inner revived"
+        );
+        assert!(
+            listed(&heap, o).is_empty(),
+            "threads {threads}: lists a dead inner"
+        );
+        finish(&mut heap, CycleKind::Major);
+        assert!(
+            heap.flags_of(i).is_none(),
+            "threads {threads}: freed by the purge"
+        );
+        assert!(
+            heap.contains(o),
+            "threads {threads}: the restored outer is kept"
+        );
+        heap.collect().unwrap();
+        assert!(heap.contains(o) && heap.contains(anchor));
+        assert!(listed(&heap, o).is_empty());
+        heap.mark_as_garbage(o).unwrap();
+        heap.collect().unwrap();
+        assert!(!heap.contains(o) && heap.contains(anchor));
     }
 }
 
