@@ -22,10 +22,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use coreobject::{CycleKind, Heap, Obj, Object, Phase, Tick};
+use coreobject::{CycleKind, Heap, Obj, Object, Phase};
 
 mod common;
-use common::{manual_heap as heap, Rng};
+use common::{manual_heap as heap, step, Rng};
 
 #[derive(Object, Default)]
 struct Node {
@@ -52,13 +52,6 @@ impl Model {
             }
         }
         seen
-    }
-}
-
-fn step(heap: &mut Heap, kind: CycleKind, n: usize) -> Tick {
-    match kind {
-        CycleKind::Major => heap.step(n),
-        _ => heap.step_minor(n),
     }
 }
 

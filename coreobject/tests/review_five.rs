@@ -2,10 +2,10 @@
 //! are young after it (the settle step), restored ones stay old, the looks,
 //! tracing at birth and the purge's fast path.
 
-use coreobject::{AnyObj, CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, Phase};
+use coreobject::{AnyObj, CycleKind, GcConfig, Heap, Obj, Object, Phase};
 
 mod common;
-use common::Rng;
+use common::{heap_with, step, Rng};
 
 #[derive(Object, Default)]
 struct Node {
@@ -19,21 +19,6 @@ fn node(id: u64, kids: Vec<Obj<Node>>) -> Node {
         id,
         kids,
         any: Vec::new(),
-    }
-}
-
-fn heap_with(gc: GcConfig) -> Heap {
-    Heap::with_config(HeapConfig {
-        gc,
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap()
-}
-
-fn step(heap: &mut Heap, kind: CycleKind, work: usize) -> coreobject::Tick {
-    match kind {
-        CycleKind::Major => heap.step(work),
-        _ => heap.step_minor(work),
     }
 }
 

@@ -1,9 +1,9 @@
 //! Review of the looks of minor cycles and of tracing at birth (review 4).
 
-use coreobject::{CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, Phase};
+use coreobject::{CycleKind, GcConfig, Heap, Obj, Object, Phase};
 
 mod common;
-use common::Rng;
+use common::{heap_with, Rng};
 
 #[derive(Object, Default)]
 struct Node {
@@ -13,14 +13,6 @@ struct Node {
 
 fn node(id: u64, kids: Vec<Obj<Node>>) -> Node {
     Node { id, kids }
-}
-
-fn heap_with(gc: GcConfig) -> Heap {
-    Heap::with_config(HeapConfig {
-        gc,
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap()
 }
 
 fn finish(heap: &mut Heap, kind: CycleKind) {

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use coreobject::{AnyObj, CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, Phase};
 
 mod common;
-use common::Rng;
+use common::{step, Rng};
 
 #[derive(Object, Default)]
 struct Node {
@@ -43,13 +43,6 @@ fn heap_with(threads: usize, inners: bool) -> Heap {
         ..HeapConfig::DEFAULT
     })
     .unwrap()
-}
-
-fn step(heap: &mut Heap, kind: CycleKind, work: usize) -> coreobject::Tick {
-    match kind {
-        CycleKind::Major => heap.step(work),
-        _ => heap.step_minor(work),
-    }
 }
 
 fn finish(heap: &mut Heap, kind: CycleKind) {

@@ -4,7 +4,7 @@
 // Each test file is its own crate and uses only some of these.
 #![allow(dead_code)]
 
-use coreobject::{GcConfig, Heap, HeapConfig};
+use coreobject::{CycleKind, GcConfig, Heap, HeapConfig, Tick};
 
 /// A xorshift generator (13, 7, 17): seeded models replay exactly from
 /// their seed, and a failing seed printed by a test reproduces it.
@@ -43,4 +43,22 @@ pub fn manual_heap(threads: usize) -> Heap {
         ..HeapConfig::DEFAULT
     })
     .unwrap()
+}
+
+/// A heap with this collector configuration and the other defaults.
+pub fn heap_with(gc: GcConfig) -> Heap {
+    Heap::with_config(HeapConfig {
+        gc,
+        ..HeapConfig::DEFAULT
+    })
+    .unwrap()
+}
+
+/// One slice of `work` units of a cycle of this kind (a minor one when
+/// not [`CycleKind::Major`]), started if none is in flight.
+pub fn step(heap: &mut Heap, kind: CycleKind, work: usize) -> Tick {
+    match kind {
+        CycleKind::Major => heap.step(work),
+        _ => heap.step_minor(work),
+    }
 }
