@@ -1028,9 +1028,7 @@ impl Collector {
         if let Step::Settle(k) = cycle.step {
             for &i in &cycle.born[k.min(cycle.born.len())..] {
                 // Created since marking ended: unmarked, young.
-                if array.at(i).clear_exclusive(flags::BORN) & flags::RESTORED != 0 {
-                    sweep::revive_restored(&mut self.revived, array.at(i), i);
-                }
+                sweep::settle_born(&mut self.revived, array.at(i), i);
             }
         }
         cycle.stats.born = cycle.born.len();
@@ -1053,7 +1051,7 @@ impl Collector {
         if self.gen {
             // Objects created during the cycle stay young (no mark bit: the
             // settle step cleared the bits marking gave those below the high
-            // water, all but restored ones), so a short-lived one goes with
+            // water, restored ones included), so a short-lived one goes with
             // the next minor cycle instead of waiting for a major one. The old objects that may reference
             // them are those changed since the cycle started: those changed
             // while it marked (`written`) join the remembered set here, and

@@ -625,7 +625,6 @@ impl Collector {
                     stage.array.take_born(&mut cycle.born);
                     while k < cycle.born.len() {
                         let i = cycle.born[k];
-                        let f = stage.array.at(i).clear_exclusive(flags::BORN);
                         // Young after the cycle, as every object created
                         // during it: the born scan (or tracing at birth)
                         // marked it if its slot is below the high water,
@@ -635,13 +634,7 @@ impl Collector {
                         if let Some(w) = stage.array.condemned.marks.get_mut((i >> 6) as usize) {
                             *w &= !(1 << (i & 63));
                         }
-                        // A restored one (`create_at_with_serial`) too, but
-                        // handles to it held in old objects no barrier saw
-                        // name it again: the next minor cycle starts from
-                        // it, as from a revival between cycles.
-                        if f & flags::RESTORED != 0 {
-                            revive_restored(&mut self.revived, stage.array.at(i), i);
-                        }
+                        settle_born(&mut self.revived, stage.array.at(i), i);
                         k += 1;
                         if budget.spend(1) && k < cycle.born.len() {
                             cycle.step = Step::Settle(k);
@@ -756,11 +749,14 @@ fn finish(stage: &mut Stage<'_>, index: u32, caught: &mut Caught) {
     item.set(flags::FINISHED);
 }
 
-/// A restored object created during the cycle (see the settle step): the
-/// next minor cycle starts from it (`Collector::revived`).
-pub(super) fn revive_restored(revived: &mut parking_lot::Mutex<Vec<AnyObj>>, item: &Item, i: u32) {
-    if let (Some(_), Some(s)) = (item.object(), NonZeroU32::new(item.serial())) {
-        revived.get_mut().push(AnyObj::new(i, s));
+/// An object created during the cycle leaves the born list (its `BORN`
+/// flag cleared). A restored one (`create_at_with_serial`) is named again
+/// by handles held in old objects that no barrier saw, so the next minor
+/// cycle starts from it (`Collector::revived`), as from a revival between
+/// cycles.
+pub(super) fn settle_born(revived: &mut parking_lot::Mutex<Vec<AnyObj>>, item: &Item, i: u32) {
+    if item.clear_exclusive(flags::BORN) & flags::RESTORED != 0 && item.object().is_some() {
+        revived.get_mut().push(handle_of(item, i));
     }
 }
 
