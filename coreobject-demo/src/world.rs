@@ -200,8 +200,9 @@ impl Clusters {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Moves {
-    /// Through the data door (`Heap::data_mut`): positions cannot hold
-    /// handles, so a move costs the collector nothing.
+    /// Through the data door (`Heap::data_mut`): positions and weak
+    /// target lists cannot hold strong handles, so moving and re-aiming
+    /// cost the collector nothing; only a pick-up goes through `get_mut`.
     Door,
     /// Through `Heap::get_mut`, the general door: while a cycle marks,
     /// every moved object is re-scanned; between cycles, every old one
@@ -1440,12 +1441,24 @@ impl Sim {
                     None
                 };
                 let step = [self.rng.f32() - 0.5, self.rng.f32() - 0.5];
-                let a = &mut self.heap[me];
-                a.targets = targets;
-                a.transform.position[0] += step[0];
-                a.transform.position[1] += step[1];
-                a.transform.yaw = step[0].atan2(step[1]);
+                // Weak targets and the transform cannot hold strong handles:
+                // through the data door they cost the collector nothing.
+                // Only a pick-up stores a strong handle (`get_mut`).
+                if self.settings.moves == Moves::Door {
+                    let a = self.heap.data_mut(me).expect("a thinking actor is live");
+                    *a.targets = targets;
+                    a.transform.position[0] += step[0];
+                    a.transform.position[1] += step[1];
+                    a.transform.yaw = step[0].atan2(step[1]);
+                } else {
+                    let a = &mut self.heap[me];
+                    a.targets = targets;
+                    a.transform.position[0] += step[0];
+                    a.transform.position[1] += step[1];
+                    a.transform.yaw = step[0].atan2(step[1]);
+                }
                 if let Some(asset) = equip {
+                    let a = &mut self.heap[me];
                     self.counters.assets_equipped += 1;
                     match a.loadout.slots.iter_mut().find(|s| s.is_none()) {
                         Some(slot) => *slot = Some(asset),
