@@ -79,6 +79,25 @@ pub(crate) mod flags {
     pub const CHANGED: u32 = 1 << 15;
     /// Hidden from `get`: garbage or being destroyed.
     pub const DEAD: u32 = GARBAGE | UNREACHABLE;
+    /// Bits 16..26, set at creation: non-zero when freeing the object needs
+    /// neither its class nor a read of its memory (its value has no drop
+    /// glue, it has no outer, and its slot is in the pages), and then its
+    /// slot's size class plus one ([`no_drop_class`]). The free step takes
+    /// the slot's size class and the bytes freed from here instead of
+    /// loading the header and the class; objects with it 0 are freed as
+    /// before. A class with hooks may have it: `begin_destroy` and
+    /// `finish_destroy` run in the sweep and the finish step, by `HOOKS`.
+    pub const NO_DROP: u32 = 0x3ff << NO_DROP_SHIFT;
+    /// The position of [`NO_DROP`]'s field.
+    pub const NO_DROP_SHIFT: u32 = 16;
+
+    /// The size class [`NO_DROP`] names in the flags `f`, if it is set.
+    #[inline(always)]
+    pub fn no_drop_class(f: u32) -> Option<usize> {
+        ((f & NO_DROP) >> NO_DROP_SHIFT)
+            .checked_sub(1)
+            .map(|c| c as usize)
+    }
 }
 
 /// A table entry. See the module docs for the layout.

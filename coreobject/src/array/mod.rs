@@ -87,6 +87,64 @@ impl Condemned {
     }
 }
 
+/// The [`flags::NO_DROP`] field of an object of type `T` created with
+/// `outer`: its slot's size class plus one when `T` has no drop glue, the
+/// object has no outer and its layout is pooled; 0 otherwise.
+#[inline(always)]
+fn no_drop_bits<T>(outer: Option<AnyObj>) -> u32 {
+    if outer.is_some() {
+        0
+    } else {
+        NoDrop::<T>::BITS
+    }
+}
+
+/// Holds [`no_drop_bits`]'s constant for objects without an outer,
+/// computed once per type at compile time.
+struct NoDrop<T>(std::marker::PhantomData<T>);
+
+impl<T> NoDrop<T> {
+    const BITS: u32 = if std::mem::needs_drop::<ObjBox<T>>() {
+        0
+    } else {
+        match slab::class_of(std::alloc::Layout::new::<ObjBox<T>>()) {
+            Some(c) => (c as u32 + 1) << flags::NO_DROP_SHIFT,
+            None => 0,
+        }
+    };
+}
+
+/// Empties `item` (slot `index`) and moves its serial on: retired (counted
+/// in `retired`) once its generation reaches `limit`, parked (in `parked`)
+/// while a strong handle counts on it. Returns the object it held and
+/// whether the index goes back to the free list now (the caller's job).
+/// The body of [`ObjectArray::vacate_slot`], over the fields it changes,
+/// so that a caller holding the item need not look it up again.
+#[inline(always)]
+fn vacate_in(
+    item: &Item,
+    limit: u32,
+    retired: &mut u32,
+    parked: &mut Vec<u32>,
+    index: u32,
+) -> (NonNull<Header>, bool) {
+    let s = item.serial();
+    let retire = serial::generation(s) >= limit;
+    let p = item
+        .vacate(if retire { RETIRED } else { s + 1 })
+        .expect("freeing an empty slot");
+    if retire {
+        *retired += 1;
+        (p, false)
+    } else if item.refcount() > 0 {
+        // A StrongObj still counts on this slot: reuse it only once that drops.
+        parked.push(index);
+        (p, false)
+    } else {
+        (p, true)
+    }
+}
+
 /// The slots, their allocator, the root list and the pool.
 pub(crate) struct ObjectArray {
     table: Table,
@@ -437,7 +495,7 @@ impl ObjectArray {
         extra: u32,
     ) -> Obj<T> {
         let p = ObjBox::alloc_with(value, outer, |layout| self.alloc_slot(layout));
-        self.publish::<T>(index, p, extra)
+        self.publish::<T>(index, p, extra | no_drop_bits::<T>(outer))
     }
 
     /// Creation through exclusive access: reserves a slot and fills it
@@ -456,7 +514,7 @@ impl ObjectArray {
             None => self.reserve_mut_settled()?,
         };
         let p = ObjBox::alloc_mut(&mut self.slabs, value, outer);
-        Some(self.publish::<T>(index, p, extra))
+        Some(self.publish::<T>(index, p, extra | no_drop_bits::<T>(outer)))
     }
 
     /// [`create_mut`](Self::create_mut) at the cap: indices reserved in the
@@ -828,6 +886,60 @@ impl ObjectArray {
         unsafe { self.drop_unlinked(p, caught, true) }
     }
 
+    /// [`free_batched`](Self::free_batched) of the object in `item`, slot
+    /// `index`'s item, which the caller looked up already (through a clone
+    /// of [`chunks`](Self::chunks), so that it may hold it across this
+    /// `&mut` call): no second lookup in the chunk directory. An object
+    /// whose flags carry [`flags::NO_DROP`] is freed without a read of its
+    /// header or its class: no drop, and its slot's size class and size
+    /// come from the flags.
+    #[inline(always)]
+    pub(crate) fn free_batched_at(
+        &mut self,
+        item: &Item,
+        index: u32,
+        caught: &mut Caught,
+        freed: &mut Vec<u32>,
+    ) -> usize {
+        debug_assert!(std::ptr::eq(item, self.at(index)), "another slot's item");
+        let no_drop = flags::no_drop_class(item.flags());
+        let (p, reusable) = vacate_in(
+            item,
+            self.lease.limit,
+            &mut self.retired,
+            &mut self.parked,
+            index,
+        );
+        if reusable {
+            freed.push(index);
+        }
+        match no_drop {
+            Some(c) => {
+                let bytes = Slabs::class_slot(c);
+                // The object was created without an outer (so its slot starts
+                // at its header), its value needs no drop, and `c` is its
+                // layout's size class, which is also its class's size.
+                #[cfg(debug_assertions)]
+                {
+                    // SAFETY: `p` heads a live object (its value not dropped yet).
+                    let h = unsafe { p.as_ref() };
+                    debug_assert!(!h.has_outer() && !h.class().needs_drop());
+                    debug_assert_eq!(slab::class_of(h.class().layout()), Some(c));
+                    debug_assert_eq!(h.class().size(), bytes);
+                }
+                // SAFETY: `p` left its slot just now and its value has no drop
+                // glue; it was allocated from these slabs with a layout of
+                // size class `c` at the slot's start (no outer), and
+                // `release_freed` flushes the run before the slabs are used
+                // otherwise.
+                unsafe { self.slabs.free_in_run_class(&mut self.run, p.cast(), c) };
+                bytes
+            }
+            // SAFETY: as in `free_batched`.
+            None => unsafe { self.drop_unlinked(p, caught, true) },
+        }
+    }
+
     /// Returns the indices [`free_batched`](Self::free_batched) gathered to
     /// the free list, in the order they were freed, and empties `freed`.
     pub(crate) fn release_freed(&mut self, freed: &mut Vec<u32>) {
@@ -935,21 +1047,13 @@ impl ObjectArray {
     #[inline(always)]
     fn vacate_slot(&mut self, index: u32) -> (NonNull<Header>, bool) {
         let item = self.table.chunks.at(index);
-        let s = item.serial();
-        let retire = serial::generation(s) >= self.lease.limit;
-        let p = item
-            .vacate(if retire { RETIRED } else { s + 1 })
-            .expect("freeing an empty slot");
-        if retire {
-            self.retired += 1;
-            (p, false)
-        } else if item.refcount() > 0 {
-            // A StrongObj still counts on this slot: reuse it only once that drops.
-            self.parked.push(index);
-            (p, false)
-        } else {
-            (p, true)
-        }
+        vacate_in(
+            item,
+            self.lease.limit,
+            &mut self.retired,
+            &mut self.parked,
+            index,
+        )
     }
 
     /// Makes room for `n` more freed slots in the free list's directory of
@@ -1456,6 +1560,144 @@ mod tests {
         // (`Counted` is this test's alone, so the count is exact.)
         assert_eq!(DROPS.load(Ordering::Relaxed), before + 40);
         assert_eq!(array.len(), 0);
+    }
+
+    /// The `NO_DROP` field is set at creation exactly for objects whose value
+    /// has no drop glue, that have no outer and whose slot is in the pages,
+    /// and names their slot's size class; `free_batched_at` frees such an
+    /// object into its own size class (the next object of that layout gets
+    /// its slot back) and counts its class's size, and drops the others'
+    /// values. Runs under miri.
+    #[test]
+    fn the_no_drop_field_frees_without_the_class() {
+        static BIG_DROPS: AtomicUsize = AtomicUsize::new(0);
+        #[derive(crate::Object)]
+        struct Plain {
+            a: u64,
+            b: u32,
+        }
+        #[derive(crate::Object)]
+        #[repr(align(16))]
+        struct Wide {
+            a: u64,
+        }
+        #[derive(crate::Object)]
+        #[repr(align(32))]
+        struct Overaligned {
+            a: u64,
+        }
+        #[derive(crate::Object)]
+        #[allow(dead_code)]
+        struct Big {
+            #[object(skip)]
+            a: [u64; 600],
+        }
+        #[derive(crate::Object)]
+        #[allow(dead_code)]
+        struct Owns {
+            #[object(skip)]
+            v: Box<u64>,
+        }
+        struct Counts;
+        impl Drop for Counts {
+            fn drop(&mut self) {
+                BIG_DROPS.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        #[derive(crate::Object)]
+        #[allow(dead_code)]
+        struct Dropping {
+            #[object(skip)]
+            c: Counts,
+        }
+        let lease = serial::acquire(22).expect("a tag");
+        let mut array = ObjectArray::new(1 << 12, false, 0, lease);
+        let take = |array: &mut ObjectArray| array.reserve().expect("room");
+        let field =
+            |array: &ObjectArray, h: AnyObj| flags::no_drop_class(array.at(h.index()).flags());
+        let class_of = |c: &Class| slab::class_of(c.layout());
+
+        let i = take(&mut array);
+        let plain = array.fill(i, Plain { a: 1, b: 2 }, None, 0).any();
+        assert_eq!(field(&array, plain), class_of(Plain::class()));
+        assert!(field(&array, plain).is_some());
+        let i = take(&mut array);
+        let inner = array.fill(i, Plain { a: 3, b: 4 }, Some(plain), 0).any();
+        assert_eq!(field(&array, inner), None, "an object with an outer");
+        let i = take(&mut array);
+        let wide = array.fill(i, Wide { a: 5 }, None, 0).any();
+        assert_eq!(field(&array, wide), class_of(Wide::class()));
+        assert!(field(&array, wide).is_some());
+        let i = take(&mut array);
+        let over = array.fill(i, Overaligned { a: 6 }, None, 0).any();
+        assert_eq!(field(&array, over), None, "aligned past the pages");
+        let i = take(&mut array);
+        let big = array.fill(i, Big { a: [7; 600] }, None, 0).any();
+        assert_eq!(field(&array, big), None, "larger than a pooled slot");
+        let i = take(&mut array);
+        let owns = array.fill(i, Owns { v: Box::new(8) }, None, 0).any();
+        assert_eq!(field(&array, owns), None, "a value with drop glue");
+        let i = take(&mut array);
+        let dropping = array.fill(i, Dropping { c: Counts }, None, 0).any();
+        assert_eq!(field(&array, dropping), None, "a value with drop glue");
+        // Through `&mut` creation too.
+        let mine = array
+            .create_mut(Plain { a: 9, b: 10 }, None, 0)
+            .unwrap()
+            .any();
+        assert_eq!(field(&array, mine), class_of(Plain::class()));
+        array.sync();
+
+        let before = BIG_DROPS.load(Ordering::Relaxed);
+        let all = [plain, inner, wide, over, big, owns, dropping, mine];
+        let sizes = [
+            Plain::class().size(),
+            Plain::class().size(),
+            Wide::class().size(),
+            Overaligned::class().size(),
+            Big::class().size(),
+            Owns::class().size(),
+            Dropping::class().size(),
+            Plain::class().size(),
+        ];
+        let slots: Vec<_> = all
+            .iter()
+            .map(|h| array.at(h.index()).object().unwrap())
+            .collect();
+        let chunks = Arc::clone(array.chunks());
+        let mut caught = None;
+        let mut freed = Vec::new();
+        for (h, size) in all.iter().zip(sizes) {
+            let item = chunks.get(h.index()).expect("allocated");
+            assert_eq!(
+                array.free_batched_at(item, h.index(), &mut caught, &mut freed),
+                size
+            );
+            assert!(array.lookup(*h, 0).is_err(), "stale at once");
+        }
+        array.release_freed(&mut freed);
+        assert!(caught.is_none());
+        assert_eq!(
+            BIG_DROPS.load(Ordering::Relaxed),
+            before + 1,
+            "dropped once"
+        );
+        assert_eq!(array.len(), 0);
+        // Each pooled slot went back to its own size class, last freed first
+        // out: `mine`'s slot, then `plain`'s (the inner's slot, larger by its
+        // outer, is of another class: `wide`'s, which gets its own back).
+        let again = array
+            .create_mut(Plain { a: 11, b: 12 }, None, 0)
+            .unwrap()
+            .any();
+        assert_eq!(array.at(again.index()).object(), Some(slots[7]));
+        let again = array
+            .create_mut(Plain { a: 13, b: 14 }, None, 0)
+            .unwrap()
+            .any();
+        assert_eq!(array.at(again.index()).object(), Some(slots[0]));
+        let again = array.create_mut(Wide { a: 15 }, None, 0).unwrap().any();
+        assert_eq!(array.at(again.index()).object(), Some(slots[2]));
     }
 
     /// `resolve_disjoint_mut` hands out references that do not overlap:

@@ -96,6 +96,9 @@ const FULL: u8 = BANDS as u8 + 1;
 
 const CLASSES: usize = MAX_SLOT / GRAIN;
 
+// An item's `NO_DROP` field holds a size class plus one in 10 bits.
+const _: () = assert!(CLASSES < 0x3ff);
+
 /// Runs a heap maps whose pages fault in as they are touched; later runs
 /// are filled when mapped (see `vm`), which costs a heap past this size its
 /// memory 2 MiB at a time.
@@ -600,7 +603,7 @@ impl std::fmt::Debug for Slabs {
 
 /// The size class of a pooled layout, or `None` for the global allocator.
 #[inline(always)]
-pub(crate) fn class_of(layout: Layout) -> Option<usize> {
+pub(crate) const fn class_of(layout: Layout) -> Option<usize> {
     if layout.size() <= MAX_SLOT && layout.align() <= MAX_ALIGN && layout.size() > 0 {
         Some((layout.size() - 1) / GRAIN)
     } else {
@@ -767,6 +770,20 @@ impl Slabs {
             // SAFETY: the caller's contract.
             return unsafe { self.free(p, layout) };
         };
+        // SAFETY: the caller's contract, and `c` is `layout`'s size class.
+        unsafe { self.free_in_run_class(run, p, c) }
+    }
+
+    /// [`free_in_run`](Self::free_in_run) of a pooled slot whose size class
+    /// the caller knows (from the item's `NO_DROP` field), so that neither
+    /// the layout nor the object's class is needed.
+    ///
+    /// # Safety
+    /// As for [`free`](Self::free), with `c` the size class of the layout
+    /// `p` was allocated with (which [`class_of`] maps to `Some(c)`).
+    #[inline(always)]
+    pub(crate) unsafe fn free_in_run_class(&mut self, run: &mut FreeRun, p: NonNull<u8>, c: usize) {
+        debug_assert!(c < CLASSES);
         let p = p.as_ptr();
         let page = page_of(p);
         if run.n > 0 && (run.page != page || run.class != c) {

@@ -25,6 +25,7 @@
 //! [`lifecycle`](crate::lifecycle).
 
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::budget::Budget;
@@ -498,8 +499,13 @@ impl Collector {
                     // Objects freed since a cooled page last gave its
                     // memory back.
                     let mut since_cool = 0;
+                    // The items come through a clone of the table's chunks,
+                    // so that the walk's item can be handed to the `&mut`
+                    // free below (`free_batched_at`) instead of looked up
+                    // in the chunk directory a second time.
+                    let chunks = Arc::clone(stage.array.chunks());
                     let free = |i| {
-                        let Some(item) = stage.array.item(i) else {
+                        let Some(item) = chunks.get(i) else {
                             return Cost::Skip;
                         };
                         let f = item.flags();
@@ -530,7 +536,7 @@ impl Collector {
                             }
                             // The store hook: a capture drops its record.
                             stage.store_dirty.mark(i);
-                            stage.array.free_batched(i, caught, &mut freeing)
+                            stage.array.free_batched_at(item, i, caught, &mut freeing)
                         } else if quick
                             // Whether it has an outer or is one, from its
                             // item and the header the lead started loading.
@@ -554,7 +560,7 @@ impl Collector {
                             }
                             // The store hook: a capture drops its record.
                             stage.store_dirty.mark(i);
-                            stage.array.free_batched(i, caught, &mut freeing)
+                            stage.array.free_batched_at(item, i, caught, &mut freeing)
                         } else {
                             let release = match doomed.as_mut() {
                                 Some(d) => Release::Later(d),
