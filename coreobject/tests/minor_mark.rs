@@ -196,9 +196,13 @@ fn fill_pool(heap: &mut Heap, model: &mut Model, n: usize) {
     heap.close_disregard_for_gc();
 }
 
-fn run(seed: u64, rounds: usize, n: usize, pool: usize) {
+fn run(seed: u64, rounds: usize, n: usize, pool: usize, threads: usize) {
     let mut heap = Heap::with_config(HeapConfig {
-        gc: GcConfig::MANUAL,
+        gc: GcConfig {
+            threads,
+            parallel_threshold: 0,
+            ..GcConfig::MANUAL
+        },
         disregard_pool_size: pool as u32,
         ..HeapConfig::DEFAULT
     })
@@ -281,7 +285,13 @@ fn run(seed: u64, rounds: usize, n: usize, pool: usize) {
 fn minor_and_major_cycles_sliced_keep_what_is_reachable() {
     let (seeds, rounds, n) = if cfg!(miri) { (1, 3, 40) } else { (4, 12, 150) };
     for seed in 0..seeds {
-        run(0x9e37_79b9_7f4a_7c15 ^ (seed * 0x1000_0001), rounds, n, 0);
+        run(
+            0x9e37_79b9_7f4a_7c15 ^ (seed * 0x1000_0001),
+            rounds,
+            n,
+            0,
+            1,
+        );
     }
 }
 
@@ -293,7 +303,16 @@ fn with_a_pool_written_and_disabled_mid_cycle_nothing_reachable_is_freed() {
         (12, 12, 150)
     };
     for seed in 0..seeds {
-        run(0x2545_f491_4f6c_dd1d ^ (seed * 0x1000_0001), rounds, n, 12);
+        // Every other seed marks on two threads (the parallel drain
+        // drops handles to pool objects at the same bit test).
+        let threads = 1 + (seed as usize % 2);
+        run(
+            0x2545_f491_4f6c_dd1d ^ (seed * 0x1000_0001),
+            rounds,
+            n,
+            12,
+            threads,
+        );
     }
 }
 
