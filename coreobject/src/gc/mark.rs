@@ -180,8 +180,9 @@ impl<C: Carry> Ring<C> {
 /// The admission test, the same for every marker: a queued handle greys
 /// its object (returned with its item flags) only if the slot still holds
 /// the object it names, which is neither garbage, nor being destroyed, nor
-/// in the pool (pool objects are scanned, never marked). The mark bit is the
-/// caller's to test and set.
+/// in the pool (pool objects are scanned by the cycle's pool step, never
+/// greyed; that step also sets their mark bits, so that handles to them
+/// seldom reach this test). The mark bit is the caller's to test and set.
 #[inline(always)]
 pub(super) fn admit(item: &Item, serial: u32) -> Option<(NonNull<Header>, u32)> {
     let f = item.flags();
