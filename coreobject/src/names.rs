@@ -19,11 +19,11 @@
 //! indexed by slot), and the index from `(outer, base, number)` to the
 //! object ([`Index`]) is one open-addressing array of 4-byte entries, each
 //! a record id and the rest of its bits from its key's hash: the key itself
-//! is read back from the record when those bits match. Naming an object
-//! with a new name touches one random cache line of the index (the probe
-//! reads the line the insert then writes); naming and freeing allocate
-//! nothing past amortized growth and touch no string once the base is
-//! interned.
+//! is read back from the record when those bits match. An entry in the
+//! index is one random cache line, so records whose names need no probe
+//! wait outside it until a lookup needs them (see below); naming and
+//! freeing allocate nothing past amortized growth and touch no string once
+//! the base is interned.
 //!
 //! # Freeing is lazy
 //!
@@ -65,23 +65,38 @@
 //! runs past the largest number, its generated names are searched for
 //! instead, from a cursor kept in the base's entry, so each search resumes
 //! where the last one stopped (amortized O(1) a name, never a scan from the
-//! start of the range). Records with counted names wait, at
-//! most [`PENDING`] of them, and enter the index together, their lines
-//! loaded at once; a lookup also reads the waiting records, and a free
-//! (or any probe) puts them in first, so a waiting record is always a live
-//! one.
+//! start of the range). Records with counted names wait outside the index
+//! (see below).
 //!
 //! # Free names skip the probe too
 //!
-//! Beside the index, a filter holds one bit per live name (base and
-//! number, under any outer), 64 consecutive numbers of a base to a word
-//! ([`Index::filter`]). A name whose bit is clear is held by no object, so
-//! naming an object with it needs no probe either: its record waits among
-//! the pending ones like a generated name's. A program that names objects
-//! in runs of numbers (`Actor_0`, `Actor_1`, …) reads one filter word per
-//! 64 names, in cache, instead of one index line per name. A set bit (the
-//! name is held, or was until a free, or another run shares the word)
-//! falls back to the probe, after the pending records enter the index.
+//! Beside the index, a filter holds the live names (base and number, under
+//! any outer): a run of 32 numbers of a base is one tagged word of a hashed
+//! line, exact, and names whose line is full go to a plain bit filter
+//! ([`Index::filter`]). A name the filter says is free is held by no
+//! object, so naming an object with it needs no probe either. A program
+//! that names objects in runs of numbers (`Actor_0`, `Actor_1`, …) reads
+//! one filter word per 32 names, in cache, instead of one index line per
+//! name. A name the filter cannot clear (held, or held until a free, or a
+//! bit of the spill filter that another name set) falls back to the probe,
+//! after the waiting records enter the index.
+//!
+//! # Records wait outside the index until a lookup needs them
+//!
+//! A record whose name needed no probe (generated, or cleared by the
+//! filter) is not put in the index at creation: its id joins a list of
+//! waiting records, so creating a named object writes its record, its
+//! slot's record id and a filter word, and no random index line. The
+//! waiting records enter the index together ([`Names::flush`]), in order
+//! of their homes (a sweep over the index), or by a rebuild when they would
+//! fill it, the first time something needs the index: a probe (a name the
+//! filter cannot clear, a class default, a search for a generated name),
+//! or a lookup through `&Heap` while more than [`PENDING`] wait (taken
+//! under the write lock, only then; a lookup reads fewer one by one). A
+//! free of a waiting record leaves it out of the index (a bit per record
+//! id says which records wait), so a population named and freed between
+//! lookups never touches the index at all. The end of a purge drops the
+//! freed ids from the list.
 //!
 //! Class default objects live in the same index, at the top level (no
 //! outer), under names that start with [`DEFAULT_PREFIX`]. User names may
