@@ -212,7 +212,9 @@ impl Test {
                 t
             }
         };
-        let h = got.unwrap_or_else(|e| panic!("{name} under {outer:?}: {e}")).any();
+        let h = got
+            .unwrap_or_else(|e| panic!("{name} under {outer:?}: {e}"))
+            .any();
         self.m.names.insert((outer, name.clone()), h);
         self.m.live.insert(
             h,
@@ -254,7 +256,11 @@ impl Test {
         let heap = &self.heap;
         assert_eq!(heap.find(outer, &name), want, "find {name} under {outer:?}");
         let n = heap.intern(&name).unwrap();
-        assert_eq!(heap.find_name(outer, n), want, "find_name {name} under {outer:?}");
+        assert_eq!(
+            heap.find_name(outer, n),
+            want,
+            "find_name {name} under {outer:?}"
+        );
     }
 
     /// Renames a live object, under its own outer.
@@ -376,7 +382,13 @@ fn finds_from_other_threads_see_every_published_name() {
     let count: usize = if cfg!(miri) { 200 } else { 20_000 };
     let heap = Heap::new();
     let base = heap.intern("Unit").unwrap();
-    let world = heap.spawn(Cell).name("World").root().create().unwrap().any();
+    let world = heap
+        .spawn(Cell)
+        .name("World")
+        .root()
+        .create()
+        .unwrap()
+        .any();
     // Handles of the objects named so far, in order; `published` of them
     // are visible to the finders.
     let handles: Vec<AtomicUsize> = (0..count).map(|_| AtomicUsize::new(0)).collect();
@@ -389,7 +401,7 @@ fn finds_from_other_threads_see_every_published_name() {
     let done = AtomicUsize::new(0);
     std::thread::scope(|s| {
         s.spawn(|| {
-            for i in 0..count {
+            for (i, slot) in handles.iter().enumerate() {
                 let outer = (i % 2 == 0).then_some(world);
                 let mut sp = heap.spawn(Cell).root();
                 if let Some(o) = outer {
@@ -402,7 +414,7 @@ fn finds_from_other_threads_see_every_published_name() {
                     sp.name(base.with_number(i as u32)).create()
                 }
                 .unwrap();
-                handles[i].store(h.any().to_bits() as usize, Ordering::Relaxed);
+                slot.store(h.any().to_bits() as usize, Ordering::Relaxed);
                 published.store(i + 1, Ordering::Release);
                 if i % 64 < 8 {
                     // (Not if both finders are gone: one failed.)
