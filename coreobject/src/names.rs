@@ -1346,7 +1346,28 @@ impl Names {
         }
         self.waiting[word] |= 1 << (id % 64);
         self.waiting_live += 1;
+        if self.pending.len() >= 2 * self.waiting_live + 1024 {
+            // Freed ids fill the list (renames, with no purge or lookup
+            // between): it keeps at most about twice the waiting ones.
+            self.compact_waiting();
+        }
         self.pending.push(id);
+    }
+
+    /// Drops the freed ids from the list of waiting records, and any id
+    /// listed twice.
+    fn compact_waiting(&mut self) {
+        // Each live waiting id once: the bits mark the ones kept.
+        let waiting = &mut self.waiting;
+        self.pending.retain(|&id| {
+            let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+            let keep = waiting[word] & bit != 0;
+            waiting[word] &= !bit;
+            keep
+        });
+        for &id in &self.pending {
+            self.waiting[id as usize / 64] |= 1 << (id % 64);
+        }
     }
 
     /// Forgets every waiting record (a rebuild placed them all).
@@ -1572,17 +1593,7 @@ impl Names {
             self.filter_stale = 0;
         }
         if self.pending.len() > 2 * self.waiting_live + PENDING {
-            // Each live waiting id once: the bits mark the ones kept.
-            let waiting = &mut self.waiting;
-            self.pending.retain(|&id| {
-                let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
-                let keep = waiting[word] & bit != 0;
-                waiting[word] &= !bit;
-                keep
-            });
-            for &id in &self.pending {
-                self.waiting[id as usize / 64] |= 1 << (id % 64);
-            }
+            self.compact_waiting();
         }
     }
 
@@ -2111,6 +2122,35 @@ mod tests {
         assert_eq!(n.find(None, "Bullet_2147483701"), None);
         assert_eq!(n.find(None, "Bullet_2147483701"), None);
         assert_eq!(n.find(None, "Bullet_2147483700"), Some(obj(41)));
+    }
+
+    /// Renames with no lookup and no purge between them (a free and a new
+    /// name each, the new name waiting) leave freed ids in the list of
+    /// waiting records: it is compacted as it grows, so it stays within
+    /// about twice the waiting records. Fails without the compaction in
+    /// [`Names::wait`] (10,000 ids for 4 waiting records).
+    #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
+    fn renames_without_lookups_keep_the_waiting_list_bounded() {
+        let mut n = Names::default();
+        // Generated names wait without a look at the filter: no flush.
+        for i in 0..4 {
+            unique(&mut n, i, None, "Fixed");
+        }
+        let mut last = 0;
+        for k in 0..10_000u32 {
+            n.remove(1);
+            last = unique(&mut n, 1, None, "Moving").number;
+            assert!(n.pending.len() <= 2 * n.waiting_live + 1024 + 1, "{k}");
+        }
+        assert_eq!(n.waiting_live, 4);
+        let name = |number: u32| format!("Moving_{}", number - 1);
+        assert_eq!(n.find(None, &name(last)), Some(obj(1)));
+        assert_eq!(n.find(None, &name(last - 1)), None);
+        n.flush();
+        assert_eq!(n.waiting_live, 0);
+        assert_eq!(n.find(None, &name(last)), Some(obj(1)));
+        assert_eq!(n.find(None, &format!("Fixed_{}", 1u64 << 31)), Some(obj(0)));
     }
 
     #[test]
