@@ -19,11 +19,11 @@
 //! indexed by slot), and the index from `(outer, base, number)` to the
 //! object ([`Index`]) is one open-addressing array of 4-byte entries, each
 //! a record id and the rest of its bits from its key's hash: the key itself
-//! is read back from the record when those bits match. Naming an object
-//! with a new name touches one random cache line of the index (the probe
-//! reads the line the insert then writes); naming and freeing allocate
-//! nothing past amortized growth and touch no string once the base is
-//! interned.
+//! is read back from the record when those bits match. An entry in the
+//! index is one random cache line, so records whose names need no probe
+//! wait outside it until a lookup needs them (see below); naming and
+//! freeing allocate nothing past amortized growth and touch no string once
+//! the base is interned.
 //!
 //! # Freeing is lazy
 //!
@@ -65,23 +65,38 @@
 //! runs past the largest number, its generated names are searched for
 //! instead, from a cursor kept in the base's entry, so each search resumes
 //! where the last one stopped (amortized O(1) a name, never a scan from the
-//! start of the range). Records with counted names wait, at
-//! most [`PENDING`] of them, and enter the index together, their lines
-//! loaded at once; a lookup also reads the waiting records, and a free
-//! (or any probe) puts them in first, so a waiting record is always a live
-//! one.
+//! start of the range). Records with counted names wait outside the index
+//! (see below).
 //!
 //! # Free names skip the probe too
 //!
-//! Beside the index, a filter holds one bit per live name (base and
-//! number, under any outer), 64 consecutive numbers of a base to a word
-//! ([`Index::filter`]). A name whose bit is clear is held by no object, so
-//! naming an object with it needs no probe either: its record waits among
-//! the pending ones like a generated name's. A program that names objects
-//! in runs of numbers (`Actor_0`, `Actor_1`, …) reads one filter word per
-//! 64 names, in cache, instead of one index line per name. A set bit (the
-//! name is held, or was until a free, or another run shares the word)
-//! falls back to the probe, after the pending records enter the index.
+//! Beside the index, a filter holds the live names (base and number, under
+//! any outer): a run of 32 numbers of a base is one tagged word of a hashed
+//! line, exact, and names whose line is full go to a plain bit filter
+//! ([`Index::filter`]). A name the filter says is free is held by no
+//! object, so naming an object with it needs no probe either. A program
+//! that names objects in runs of numbers (`Actor_0`, `Actor_1`, …) reads
+//! one filter word per 32 names, in cache, instead of one index line per
+//! name. A name the filter cannot clear (held, or held until a free, or a
+//! bit of the spill filter that another name set) falls back to the probe,
+//! after the waiting records enter the index.
+//!
+//! # Records wait outside the index until a lookup needs them
+//!
+//! A record whose name needed no probe (generated, or cleared by the
+//! filter) is not put in the index at creation: its id joins a list of
+//! waiting records, so creating a named object writes its record, its
+//! slot's record id and a filter word, and no random index line. The
+//! waiting records enter the index together ([`Names::flush`]), in order
+//! of their homes (a sweep over the index), or by a rebuild when they would
+//! fill it, the first time something needs the index: a probe (a name the
+//! filter cannot clear, a class default, a search for a generated name),
+//! or a lookup through `&Heap` while more than [`PENDING`] wait (taken
+//! under the write lock, only then; a lookup reads fewer one by one). A
+//! free of a waiting record leaves it out of the index (a bit per record
+//! id says which records wait), so a population named and freed between
+//! lookups never touches the index at all. The end of a purge drops the
+//! freed ids from the list.
 //!
 //! Class default objects live in the same index, at the top level (no
 //! outer), under names that start with [`DEFAULT_PREFIX`]. User names may
@@ -298,10 +313,10 @@ const NO_NUMBER: u32 = 0;
 /// `Actor_1`, …) never meets them.
 const UNIQUE_FIRST: u32 = (1 << 31) + 1;
 
-/// Objects with generated names wait at most this many at a time to enter
-/// the index, which they then enter in one batch whose index lines are
-/// loaded together: a generated name is unique by construction, so creating
-/// the object needs no probe.
+/// Records waiting to enter the index that a lookup through a shared
+/// borrow reads one by one, rather than entering them under the write lock
+/// ([`Names::should_flush`]). Batches of up to this many are entered with
+/// their lines prefetched together; larger ones in order of their homes.
 const PENDING: usize = 32;
 
 /// Splits a name into its base and stored number (number + 1, or 0 for
@@ -557,16 +572,22 @@ impl Records {
         id
     }
 
-    /// Frees the record of slot `index`; its base id, if it had one.
+    /// Frees the record of slot `index`; its id and base id, if it had one.
     #[inline]
-    fn remove(&mut self, index: u32) -> Option<u32> {
+    fn remove(&mut self, index: u32) -> Option<(u32, u32)> {
         let i = index as usize;
         let page = self.by_slot.get_mut(i / PAGE)?.as_mut()?;
         let id = std::mem::take(&mut page[i % PAGE]).checked_sub(1)?;
         let r = &mut self.recs[id as usize];
         r.serial = 0;
         self.free.push(id);
-        Some(r.base)
+        Some((id, r.base))
+    }
+
+    /// Live records (named objects).
+    #[inline]
+    fn live(&self) -> usize {
+        self.recs.len() - self.free.len()
     }
 }
 
@@ -629,16 +650,39 @@ fn hash(outer: u64, base: u32, number: u32) -> u64 {
     (h & !u64::from(RUN - 1)) | u64::from(number & (RUN - 1))
 }
 
-/// The word of the name `(base, number)` in a filter of `words` words (a
-/// power of two): a hash of the base and the number's bits above the low
-/// six (see [`Index::filter`]).
+/// log2 of the numbers of one base that share a filter word: a group.
+const GROUP_BITS: u32 = 5;
+
+/// Words of one line of the filter: a group's word is one of them.
+const LINE: usize = 8;
+
+/// A hash of the group of the name `(base, number)`: its base and the
+/// number's bits above the low `shift`.
 #[inline]
-fn filter_word(base: u32, number: u32, words: usize) -> usize {
-    let group = (u64::from(base) << 32) | u64::from(number >> 6);
+fn group_hash(base: u32, number: u32, shift: u32) -> u64 {
+    let group = (u64::from(base) << 32) | u64::from(number >> shift);
     let mut h = group.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     h ^= h >> 29;
     h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    (h >> 32) as usize & words.wrapping_sub(1)
+    h ^ (h >> 32)
+}
+
+/// The first word of the filter line of the name `(base, number)` in a
+/// filter of `words` words (a power of two, at least [`LINE`]), and its
+/// group's tag: odd, so never 0 (a free word).
+#[inline]
+fn filter_line(base: u32, number: u32, words: usize) -> (usize, u32) {
+    let h = group_hash(base, number, GROUP_BITS);
+    let line = (h >> 32) as usize & (words / LINE).wrapping_sub(1);
+    (line * LINE, (h as u32) | 1)
+}
+
+/// The word of the name `(base, number)` in the spill filter of `words`
+/// words (a power of two): a hash of the base and the number's bits above
+/// the low six.
+#[inline]
+fn spill_word(base: u32, number: u32, words: usize) -> usize {
+    (group_hash(base, number, 6) >> 32) as usize & words.wrapping_sub(1)
 }
 
 /// The index from (outer, base, number) to the object: open addressing
@@ -665,21 +709,82 @@ struct Index {
     /// less those overwritten.
     stale: usize,
     /// A filter over the names (base and number, under any outer) of every
-    /// live record, in the index or pending: one bit per name, in 64-bit
-    /// words, one word per [`FILTER_RATIO`] entries (see
-    /// [`filter_at`](Self::filter_at)). A name whose bit is clear is held
-    /// by no live object under any outer, so naming an object with it needs
-    /// no probe (see [`Names::take_key`]). Freed names keep their bits until
-    /// the next rebuild, which makes the filter again from the live
-    /// records: a stale bit, or two runs of numbers sharing a word, only
-    /// costs a probe.
+    /// live record, in the index or waiting: [`FILTER_BITS`] bits per
+    /// record or more, sized with the records array, not with the index. A
+    /// name it says is free is held by no live object under any outer, so
+    /// naming an object with it needs no probe, and its record can wait
+    /// outside the index (see [`Names::take_key`]).
+    ///
+    /// A **group** is 2^[`GROUP_BITS`] consecutive numbers of one base
+    /// (`Actor_32` … `Actor_63`). A hash of the group picks a line of
+    /// [`LINE`] words, and the group takes the first free word of it: a
+    /// 32-bit tag of the group above a bitmap of its numbers held. So a
+    /// run of numbers is recorded exactly, one word per 32 names, and a
+    /// name of another group that hashes to the same line is not mistaken
+    /// for it (its tag differs): names in runs never collide, where a
+    /// plain bit per name would set whole words that other runs then hit,
+    /// each hit a flush of the waiting records. A group that finds its line
+    /// full goes to the `spill` filter instead (one bit per name, 64
+    /// numbers to a hashed word), which a lookup reads only when the line
+    /// is full. Freed names keep their bits until the filter is made again
+    /// from the live records: a stale bit only costs a probe.
     filter: Vec<u64>,
+    /// The spill filter: half as many words as `filter`.
+    spill: Vec<u64>,
 }
 
-/// Index entries per filter word: 16 entries of 4 bytes to 8 bytes of
-/// filter, so the filter is an eighth of the index (1 MiB at a million
-/// names) and stays in cache where the index does not.
-const FILTER_RATIO: usize = 16;
+/// Filter bits per record, at least: 1-2 MiB at a million records, in
+/// cache where the index is not. The filter is sized by the records array
+/// (its length: the most records held at once, which it keeps), not by the
+/// index, since records wait outside the index until a lookup needs them
+/// ([`Names::flush`]); so a program that names and frees a population over
+/// and over does not grow the filter again each time.
+const FILTER_BITS: usize = 16;
+
+/// Filter words for `records` records: a power of two, at least [`LINE`].
+#[inline]
+fn filter_words(records: usize) -> usize {
+    (records * FILTER_BITS)
+        .div_ceil(64)
+        .max(LINE)
+        .next_power_of_two()
+}
+
+/// Index entries in one window of [`order_by_home`]: 4 KiB.
+const WINDOW_BITS: u32 = 10;
+
+/// Puts `items` (an entry's home in the high 32 bits, anything in the low
+/// ones) in order of their home's window of 2^[`WINDOW_BITS`] entries, for
+/// an index of `2^bits` entries: one counting pass over the windows when
+/// there are about as many items as windows, else a sort. Placing the
+/// items in that order is a sweep over the index, window after window,
+/// each window's lines loaded once, instead of one random line per item.
+fn order_by_home(items: &mut Vec<u64>, scratch: &mut Vec<u64>, bits: u32) {
+    if bits <= WINDOW_BITS || items.len() < 2 {
+        return;
+    }
+    let windows = 1usize << (bits - WINDOW_BITS);
+    if items.len() < windows {
+        items.sort_unstable_by_key(|&it| it >> 32);
+        return;
+    }
+    let window = |it: u64| ((it >> 32) >> WINDOW_BITS) as usize;
+    let mut starts = vec![0u32; windows + 1];
+    for &it in items.iter() {
+        starts[window(it) + 1] += 1;
+    }
+    for w in 0..windows {
+        starts[w + 1] += starts[w];
+    }
+    scratch.clear();
+    scratch.resize(items.len(), 0);
+    for &it in items.iter() {
+        let at = &mut starts[window(it)];
+        scratch[*at as usize] = it;
+        *at += 1;
+    }
+    std::mem::swap(items, scratch);
+}
 
 impl Index {
     #[inline]
@@ -715,35 +820,53 @@ impl Index {
         ((u64::from(e) & ((1 << self.bits) - 1)) - 1) as u32
     }
 
-    /// The filter word of a name `(base, number)` and its bit there: a
-    /// word covers 64 consecutive numbers of one base (a hash of the base
-    /// and the number's high bits picks it; the low six bits pick the bit),
-    /// under every outer at once. So objects named in a run of numbers
-    /// (`Actor_0`, `Actor_1`, …, or generated names) read and mark one
-    /// word per 64 of them: the filter's line is in cache where a hashed
-    /// index line would be a miss per name.
-    #[inline]
-    fn filter_at(&self, base: u32, number: u32) -> (usize, u64) {
-        let word = filter_word(base, number, self.filter.len());
-        (word, 1u64 << (number & 63))
-    }
-
     /// Whether a live record may hold the name `(base, number)` under some
-    /// outer: false proves that none does.
+    /// outer: false proves that none does. Objects named in a run of
+    /// numbers (`Actor_0`, `Actor_1`, …, or generated names) read one word
+    /// per 32 of them, in cache where an index line would be a miss per
+    /// name. A group's word, if it has one, comes before any free word of
+    /// its line (words are taken in order and kept until the filter is
+    /// made again), so the scan stops at the first free one.
     #[inline]
     fn may_hold(&self, base: u32, number: u32) -> bool {
         if self.filter.is_empty() {
             return false;
         }
-        let (word, bit) = self.filter_at(base, number);
-        self.filter[word] & bit != 0
+        let (line, tag) = filter_line(base, number, self.filter.len());
+        let bit = 1u64 << (number & ((1 << GROUP_BITS) - 1));
+        for &w in &self.filter[line..line + LINE] {
+            let t = (w >> 32) as u32;
+            if t == tag {
+                return w & bit != 0;
+            }
+            if t == 0 {
+                return false;
+            }
+        }
+        let word = spill_word(base, number, self.spill.len());
+        self.spill[word] & (1 << (number & 63)) != 0
     }
 
-    /// Marks the name `(base, number)` as held in the filter.
+    /// Marks the name `(base, number)` as held in the filter: in its
+    /// group's word, taking the first free one of its line if it has none,
+    /// or in the spill filter if the line is full.
     #[inline]
     fn hold(&mut self, base: u32, number: u32) {
-        let (word, bit) = self.filter_at(base, number);
-        self.filter[word] |= bit;
+        let (line, tag) = filter_line(base, number, self.filter.len());
+        let bit = 1u64 << (number & ((1 << GROUP_BITS) - 1));
+        for w in &mut self.filter[line..line + LINE] {
+            let t = (*w >> 32) as u32;
+            if t == tag {
+                *w |= bit;
+                return;
+            }
+            if t == 0 {
+                *w = (u64::from(tag) << 32) | bit;
+                return;
+            }
+        }
+        let word = spill_word(base, number, self.spill.len());
+        self.spill[word] |= 1 << (number & 63);
     }
 
     /// Whether one more entry keeps the load at most 3/4.
@@ -800,10 +923,11 @@ impl Index {
 
     /// Makes the index again from the live records, at most half full and
     /// with room for every record id: grows it, keeps its size or shrinks
-    /// it. The records are read in order; each batch's first entries are
-    /// prefetched before any is placed.
+    /// it; and the filter from them too, at its size for the records array.
+    /// The records are read in order, and their entries placed in order of
+    /// their homes ([`order_by_home`]): a sweep over the index.
     fn rebuild(&mut self, recs: &Records) {
-        let live = recs.recs.len() - recs.free.len();
+        let live = recs.live();
         let len = (2 * (live + 1))
             .max(recs.recs.len() + 2)
             .next_power_of_two()
@@ -811,32 +935,49 @@ impl Index {
         if self.entries.len() == len {
             // Cheaper than fresh pages: no page faults.
             self.entries.fill(0);
-            self.filter.fill(0);
         } else {
             self.entries = vec![0; len];
-            self.filter = vec![0; len / FILTER_RATIO];
         }
         self.bits = len.trailing_zeros();
         self.used = 0;
         self.stale = 0;
-        let mut batch = [(0usize, 0u32); 16];
-        let mut n = 0;
+        self.clear_filter(filter_words(recs.recs.len() + 1));
+        let mut items = Vec::with_capacity(live);
         for (id, r) in recs.recs.iter().enumerate() {
             if r.serial == 0 {
                 continue;
             }
             let h = r.hash();
             self.hold(r.base, r.number);
-            let at = self.home(h);
-            prefetch_line(&self.entries[at]);
-            batch[n] = (at, self.entry(h, id as u32));
-            n += 1;
-            if n == batch.len() {
-                batch.iter().for_each(|&(at, e)| self.place(at, e));
-                n = 0;
+            items.push(((self.home(h) as u64) << 32) | u64::from(self.entry(h, id as u32)));
+        }
+        order_by_home(&mut items, &mut Vec::new(), self.bits);
+        for it in items {
+            self.place((it >> 32) as usize, it as u32);
+        }
+    }
+
+    /// Empties the filter, with at least `words` words: its size is kept
+    /// if larger (it is sized by the records array, which never shrinks).
+    fn clear_filter(&mut self, words: usize) {
+        if self.filter.len() >= words {
+            self.filter.fill(0);
+            self.spill.fill(0);
+        } else {
+            self.filter = vec![0; words];
+            self.spill = vec![0; words / 2];
+        }
+    }
+
+    /// Makes the filter again from the live records, without their freed
+    /// names' bits, with at least `words` words.
+    fn rebuild_filter(&mut self, recs: &Records, words: usize) {
+        self.clear_filter(words);
+        for r in &recs.recs {
+            if r.serial != 0 {
+                self.hold(r.base, r.number);
             }
         }
-        batch[..n].iter().for_each(|&(at, e)| self.place(at, e));
     }
 
     /// Fills entry `at` (empty, or stale if `reuse`) for record `id` under
@@ -890,18 +1031,20 @@ impl Hint {
             return;
         }
         let words = self.words.load(Ordering::Relaxed);
-        if words == 0 {
+        if words < LINE {
             return;
         }
-        let word = filter_word(n.base, n.number, words);
-        prefetch_line((filter as *const u64).wrapping_add(word));
+        let (line, _) = filter_line(n.base, n.number, words);
+        prefetch_line((filter as *const u64).wrapping_add(line));
     }
 
     /// Records where the filter of `names` is now.
     #[inline]
     pub(crate) fn update(&self, names: &Names) {
         let filter = names.index.filter.as_ptr() as usize;
-        if self.filter.load(Ordering::Relaxed) != filter {
+        if self.filter.load(Ordering::Relaxed) != filter
+            || self.words.load(Ordering::Relaxed) != names.index.filter.len()
+        {
             self.words
                 .store(names.index.filter.len(), Ordering::Relaxed);
             self.filter.store(filter, Ordering::Relaxed);
@@ -917,9 +1060,23 @@ pub(crate) struct Names {
     index: Index,
     /// The named objects' serials, bases, numbers and outers.
     recs: Records,
-    /// Records with generated names not in the index yet: live records
-    /// only (a free puts them in first), at most [`PENDING`].
+    /// Ids of records not in the index yet, in the order they were named:
+    /// every record whose name needed no probe (a generated name, or one
+    /// the filter proved free) waits here until something needs the index
+    /// ([`flush`](Self::flush)). An id counts only while its bit in
+    /// `waiting` is set: a freed record's id stays in the list, and may
+    /// come again if the id is reused, until the list is entered or
+    /// compacted.
     pending: Vec<u32>,
+    /// One bit per record id: the record is live and waits in `pending`.
+    waiting: Vec<u64>,
+    /// Records waiting (bits set in `waiting`).
+    waiting_live: usize,
+    /// Names freed since the filter was last made from the records (their
+    /// bits are still set).
+    filter_stale: usize,
+    /// Scratch space of [`order_by_home`].
+    scratch: Vec<u64>,
     /// Numbers tried by the searches for generated names of used-up bases.
     #[cfg(test)]
     searched: u64,
@@ -945,7 +1102,8 @@ impl Names {
     /// if even that is held (types local to functions), the path with the
     /// first free `_2`, `_3`, … suffix. Every `.` becomes `_`, so the name
     /// is a valid path segment.
-    pub(crate) fn default_name(&self, class: &Class) -> String {
+    pub(crate) fn default_name(&mut self, class: &Class) -> String {
+        self.flush();
         let free = |n: &String| self.find(None, n).is_none();
         let short = format!("{DEFAULT_PREFIX}{}", class.name()).replace('.', "_");
         if free(&short) {
@@ -970,7 +1128,8 @@ impl Names {
     }
 
     /// The live object holding `key`: none if the filter says so, else in
-    /// the index or among the pending records.
+    /// the index or among the pending records (read one by one: callers
+    /// that may meet many [`flush`](Self::flush) first).
     fn lookup(&self, key: &Key) -> Option<AnyObj> {
         if !self.index.may_hold(key.base, key.number) {
             return None;
@@ -1053,13 +1212,14 @@ impl Names {
     /// the next batch.
     fn take_key(&mut self, mut key: Key) -> Result<Key, Error> {
         self.table.entries[key.base as usize].uses += 1;
-        self.make_room();
+        self.filter_room();
         if !self.index.may_hold(key.base, key.number) {
             key.at = Key::PENDING;
             self.pass_unique(&key);
             return Ok(key);
         }
         self.flush();
+        self.make_room();
         match self.index.probe(&self.recs, &key) {
             Ok((at, reuse)) => {
                 key.at = at;
@@ -1116,10 +1276,8 @@ impl Names {
                 None => (e.next_unique, e.used_up) = (UNIQUE_FIRST, true),
             }
             e.uses += 1;
-            if self.index.filter.is_empty() {
-                // The filter must exist for the insert to mark the key.
-                self.make_room();
-            }
+            // The insert marks the key in the filter.
+            self.filter_room();
             let mut key = Key::new(outer, base, number);
             key.at = Key::PENDING;
             return Ok(key);
@@ -1162,32 +1320,112 @@ impl Names {
         }
     }
 
-    /// Puts the pending records, if any, in the index. Inlined: every
-    /// free of a named object calls it.
+    /// Puts the pending records, if any, in the index: what every use of
+    /// the index but a lookup through [`lookup`](Self::lookup) does first.
     #[inline]
-    fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         if !self.pending.is_empty() {
             self.enter_pending();
         }
     }
 
-    /// [`flush`](Self::flush) with records waiting: their first index
-    /// entries are loaded together, then each is placed.
+    /// Whether a lookup through a shared borrow should rather
+    /// [`flush`](Self::flush) first (under the write lock) than read the
+    /// pending records one by one.
+    #[inline]
+    pub(crate) fn should_flush(&self) -> bool {
+        self.pending.len() > PENDING
+    }
+
+    /// Marks record `id` as waiting in `pending`.
+    #[inline]
+    fn wait(&mut self, id: u32) {
+        let word = id as usize / 64;
+        if self.waiting.len() <= word {
+            self.waiting.resize(word + 1, 0);
+        }
+        self.waiting[word] |= 1 << (id % 64);
+        self.waiting_live += 1;
+        if self.pending.len() >= 2 * self.waiting_live + 1024 {
+            // Freed ids fill the list (renames, with no purge or lookup
+            // between): it keeps at most about twice the waiting ones.
+            self.compact_waiting();
+        }
+        self.pending.push(id);
+    }
+
+    /// Drops the freed ids from the list of waiting records, and any id
+    /// listed twice.
+    fn compact_waiting(&mut self) {
+        // Each live waiting id once: the bits mark the ones kept.
+        let waiting = &mut self.waiting;
+        self.pending.retain(|&id| {
+            let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+            let keep = waiting[word] & bit != 0;
+            waiting[word] &= !bit;
+            keep
+        });
+        for &id in &self.pending {
+            self.waiting[id as usize / 64] |= 1 << (id % 64);
+        }
+    }
+
+    /// Forgets every waiting record (a rebuild placed them all).
+    fn forget_waiting(&mut self) {
+        self.pending.clear();
+        self.waiting.fill(0);
+        self.waiting_live = 0;
+    }
+
+    /// Makes the index and the filter again from the live records, the
+    /// waiting ones too.
+    fn rebuild_all(&mut self) {
+        self.index.rebuild(&self.recs);
+        self.filter_stale = 0;
+        self.forget_waiting();
+    }
+
+    /// [`flush`](Self::flush) with records in the list: the live ones
+    /// enter the index, a small batch with its lines loaded together, a
+    /// large one in order of their homes (a sweep over the index); or the
+    /// index is made again if they would fill it past 3/4.
     fn enter_pending(&mut self) {
-        if (self.index.used + self.pending.len()) * 4 > self.index.entries.len() * 3
-            || !self.ids_fit()
-        {
-            // The rebuild places every live record, the pending ones too.
-            self.index.rebuild(&self.recs);
+        if self.waiting_live == 0 {
             self.pending.clear();
             return;
         }
-        for &id in &self.pending {
-            let at = self.index.home(self.recs.recs[id as usize].hash());
-            prefetch_line(&self.index.entries[at]);
+        if (self.index.used + self.waiting_live) * 4 > self.index.entries.len() * 3
+            || !self.ids_fit()
+        {
+            // The rebuild places every live record, the pending ones too.
+            self.rebuild_all();
+            return;
         }
+        let mut items = std::mem::take(&mut self.scratch);
+        items.clear();
         for k in 0..self.pending.len() {
             let id = self.pending[k];
+            let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+            // Each live waiting record once: its bit goes as it is taken.
+            if self.waiting[word] & bit == 0 {
+                continue;
+            }
+            self.waiting[word] &= !bit;
+            let at = self.index.home(self.recs.recs[id as usize].hash());
+            items.push(((at as u64) << 32) | u64::from(id));
+        }
+        self.pending.clear();
+        self.waiting_live = 0;
+        if items.len() <= PENDING {
+            for &it in &items {
+                prefetch_line(&self.index.entries[(it >> 32) as usize]);
+            }
+        } else {
+            let mut spare = Vec::new();
+            order_by_home(&mut items, &mut spare, self.index.bits);
+        }
+        for &it in &items {
+            let id = it as u32;
             let r = self.recs.recs[id as usize];
             let key = Key::new(r.outer_obj(), r.base, r.number);
             match self.index.probe(&self.recs, &key) {
@@ -1197,10 +1435,23 @@ impl Names {
                 Err(o) if o.index() == r.slot => {
                     self.index.stale = self.index.stale.saturating_sub(1);
                 }
-                Err(o) => debug_assert!(false, "generated name taken by {o:?}"),
+                Err(o) => debug_assert!(false, "waiting name taken by {o:?}"),
             }
         }
-        self.pending.clear();
+        self.scratch = items;
+    }
+
+    /// Makes room in the filter for one more record: when the records
+    /// array outgrows it, the filter is made again from the records at
+    /// twice that size.
+    #[inline]
+    fn filter_room(&mut self) {
+        let records = self.recs.recs.len() + 1;
+        if self.index.filter.len() < filter_words(records) {
+            self.index
+                .rebuild_filter(&self.recs, filter_words(2 * records));
+            self.filter_stale = 0;
+        }
     }
 
     /// Whether every record id, and the next one, fits an entry's id bits
@@ -1215,8 +1466,7 @@ impl Names {
     #[inline]
     fn make_room(&mut self) {
         while !self.index.has_room() || !self.ids_fit() {
-            self.index.rebuild(&self.recs);
-            self.pending.clear();
+            self.rebuild_all();
         }
     }
 
@@ -1227,6 +1477,7 @@ impl Names {
         let id = self.table.intern(base);
         self.table.entries[id as usize].uses += 1;
         let mut key = Key::new(None, id, number);
+        self.filter_room();
         self.flush();
         self.make_room();
         (key.at, key.reuse) = self
@@ -1254,10 +1505,7 @@ impl Names {
         });
         self.index.hold(key.base, key.number);
         if key.at == Key::PENDING {
-            self.pending.push(id);
-            if self.pending.len() >= PENDING {
-                self.flush();
-            }
+            self.wait(id);
             return;
         }
         self.index.put(key.at, key.reuse, key.hash, id);
@@ -1306,12 +1554,20 @@ impl Names {
     /// the [module docs](self)).
     #[inline]
     pub(crate) fn remove(&mut self, index: u32) {
-        // Pending records are live ones: a freed id may be reused at once.
-        self.flush();
-        let Some(base) = self.recs.remove(index) else {
+        let Some((id, base)) = self.recs.remove(index) else {
             return;
         };
-        self.index.stale += 1;
+        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+        match self.waiting.get_mut(word) {
+            // Still waiting: it has no index entry; its id stays in the
+            // list, without its bit.
+            Some(w) if *w & bit != 0 => {
+                *w &= !bit;
+                self.waiting_live -= 1;
+            }
+            _ => self.index.stale += 1,
+        }
+        self.filter_stale += 1;
         self.table.release(base);
     }
 
@@ -1321,12 +1577,23 @@ impl Names {
     /// so that the next names find empty entries and clear filter bits
     /// instead of paying for the freed ones' (a probe each, and a rebuild
     /// in the middle of the creations).
+    ///
+    /// Likewise the filter alone, when the names freed since it was made
+    /// outnumber the live ones twice over and its words (one bit each or
+    /// more); and the list of waiting records drops the freed ones.
     pub(crate) fn tidy(&mut self) {
-        let live = self.recs.recs.len() - self.recs.free.len();
+        let live = self.recs.live();
         if self.index.stale * 4 >= self.index.entries.len() && self.index.stale >= 2 * live {
             // The rebuild places every live record, the pending ones too.
-            self.index.rebuild(&self.recs);
-            self.pending.clear();
+            self.rebuild_all();
+            return;
+        }
+        if self.filter_stale >= 2 * live && self.filter_stale >= self.index.filter.len() {
+            self.index.rebuild_filter(&self.recs, 1);
+            self.filter_stale = 0;
+        }
+        if self.pending.len() > 2 * self.waiting_live + PENDING {
+            self.compact_waiting();
         }
     }
 
@@ -1472,6 +1739,8 @@ mod tests {
     fn stale_entries_are_overwritten_or_compacted() {
         let mut n = Names::default();
         name(&mut n, obj(1), None, "A_1");
+        // In the index (a free name waits outside it until a flush).
+        n.flush();
         n.remove(1);
         assert_eq!((n.index.used, n.index.stale), (1, 1));
         assert_eq!(n.find(None, "A_1"), None, "a stale entry finds nothing");
@@ -1486,6 +1755,7 @@ mod tests {
         for i in 0..100 {
             name(&mut n, obj(10 + i), None, &format!("B_{i}"));
         }
+        n.flush();
         let most = n.index.entries.len();
         for round in 1..10 {
             for i in 0..100 {
@@ -1732,6 +2002,8 @@ mod tests {
         for i in 0..all {
             name(&mut n, obj(i), None, &format!("A_{i}"));
         }
+        // In the index (free names wait outside it until a flush).
+        n.flush();
         // A few frees: nothing to tidy.
         for i in 0..all / 100 {
             n.remove(i);
@@ -1810,17 +2082,22 @@ mod tests {
             "under another outer"
         );
         assert_eq!(n.name_of(3).as_deref(), Some("Bullet_2147483650"));
-        // The PENDING-th enters them all.
-        for i in 11..=PENDING as u32 {
+        // More than PENDING still wait (nothing needed the index); a
+        // flush enters them all.
+        for i in 11..=PENDING as u32 + 1 {
             unique(&mut n, i, None, "Bullet");
         }
+        assert_eq!(n.pending.len(), PENDING + 1);
+        assert!(n.should_flush());
+        assert_eq!(n.index.used, 0);
+        n.flush();
         assert!(n.pending.is_empty());
-        assert_eq!(n.index.used, PENDING);
+        assert_eq!(n.index.used, PENDING + 1);
         assert_eq!(n.find(Some(world), "Bullet_2147483649"), Some(obj(2)));
         // A program's own name in the range: refused while a pending
         // record holds it, and moves the counter past it when free.
         unique(&mut n, 40, None, "Bullet");
-        let taken = n.claim(None, &text(&format!("Bullet_{}", (1u64 << 31) + 32)));
+        let taken = n.claim(None, &text(&format!("Bullet_{}", (1u64 << 31) + 33)));
         assert!(matches!(taken, Err(Error::NameTaken { .. })), "{taken:?}");
         assert!(
             n.pending.is_empty(),
@@ -1829,10 +2106,51 @@ mod tests {
         name(&mut n, obj(41), None, "Bullet_2147483700");
         let k = unique(&mut n, 42, None, "Bullet");
         assert_eq!(k.number, UNIQUE_FIRST + 53, "past 2147483700");
-        // A free enters the pending first, so a reused record id is safe.
+        // A free of a waiting record leaves it out of the index; its
+        // record id may be reused at once.
+        let id = n.recs.id_of(42).unwrap();
+        assert_eq!((n.pending.len(), n.waiting_live), (2, 2), "41 and 42");
         n.remove(42);
+        assert_eq!((n.waiting_live, n.index.stale), (1, 0));
+        // A generated name waits without a look at the filter.
+        assert_eq!(unique(&mut n, 43, None, "Bullet").number, UNIQUE_FIRST + 54);
+        assert_eq!(n.recs.id_of(43), Some(id), "the same id again");
+        assert_eq!(n.pending[1..], [id, id]);
+        n.flush();
+        assert_eq!((n.index.used, n.index.stale), (PENDING + 4, 0));
+        assert_eq!(n.find(None, "Bullet_2147483702"), Some(obj(43)));
+        assert_eq!(n.find(None, "Bullet_2147483701"), None);
         assert_eq!(n.find(None, "Bullet_2147483701"), None);
         assert_eq!(n.find(None, "Bullet_2147483700"), Some(obj(41)));
+    }
+
+    /// Renames with no lookup and no purge between them (a free and a new
+    /// name each, the new name waiting) leave freed ids in the list of
+    /// waiting records: it is compacted as it grows, so it stays within
+    /// about twice the waiting records. Fails without the compaction in
+    /// [`Names::wait`] (10,000 ids for 4 waiting records).
+    #[test]
+    #[cfg_attr(miri, ignore = "safe code only: names.rs has no unsafe block")]
+    fn renames_without_lookups_keep_the_waiting_list_bounded() {
+        let mut n = Names::default();
+        // Generated names wait without a look at the filter: no flush.
+        for i in 0..4 {
+            unique(&mut n, i, None, "Fixed");
+        }
+        let mut last = 0;
+        for k in 0..10_000u32 {
+            n.remove(1);
+            last = unique(&mut n, 1, None, "Moving").number;
+            assert!(n.pending.len() <= 2 * n.waiting_live + 1024 + 1, "{k}");
+        }
+        assert_eq!(n.waiting_live, 4);
+        let name = |number: u32| format!("Moving_{}", number - 1);
+        assert_eq!(n.find(None, &name(last)), Some(obj(1)));
+        assert_eq!(n.find(None, &name(last - 1)), None);
+        n.flush();
+        assert_eq!(n.waiting_live, 0);
+        assert_eq!(n.find(None, &name(last)), Some(obj(1)));
+        assert_eq!(n.find(None, &format!("Fixed_{}", 1u64 << 31)), Some(obj(0)));
     }
 
     #[test]

@@ -7,7 +7,12 @@
 //! mode's median over the rounds after the first, in wall-clock ns and in
 //! the thread's CPU ns per object (from `/proc/thread-self/schedstat`, so
 //! that time switched out on a loaded machine is not counted), and the
-//! named / unnamed ratio of both.
+//! named / unnamed ratio of both. In named mode, after each round's
+//! creation, every name is then looked up once through `&Heap`
+//! (`find_name`): the first lookups after a batch of creations, which
+//! pay for whatever the creation left for later (records waiting outside
+//! the index); printed as `find`, CPU ns per object. `free` is the
+//! collection that frees each round's objects, CPU ns per object.
 //!
 //! `cargo run --release -p coreobject-bench --bin names_loop -- [N R]`
 mod common;
@@ -21,8 +26,9 @@ struct Actor {
     v: u64,
 }
 
-/// (wall, cpu) ns per object of each round after the first.
-fn mode(named: bool, n: usize, rounds: usize) -> (f64, f64) {
+/// (wall, cpu, find cpu, free cpu) ns per object of each round after the
+/// first.
+fn mode(named: bool, n: usize, rounds: usize) -> (f64, f64, f64, f64) {
     let mut heap = Heap::with_config(HeapConfig {
         max_objects: ((n + 1000) as u32).max(HeapConfig::DEFAULT.max_objects),
         gc: GcConfig::MANUAL,
@@ -40,7 +46,7 @@ fn mode(named: bool, n: usize, rounds: usize) -> (f64, f64) {
         })
         .collect();
     let actor = heap.intern("Actor").expect("intern");
-    let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+    let (mut wall, mut cpu, mut find, mut free) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let mut hs: Vec<Obj<Actor>> = Vec::with_capacity(n);
         let (t, c) = (Instant::now(), cpu_ns());
@@ -69,24 +75,39 @@ fn mode(named: bool, n: usize, rounds: usize) -> (f64, f64) {
             hs.iter().map(|&h| heap[h].v).sum::<u64>(),
             (n as u64) * (n as u64 - 1) / 2
         );
+        if named {
+            let c = cpu_ns();
+            for (i, h) in hs.iter().enumerate() {
+                let outer = (i % 2 == 0).then(|| outers[(i / 2) % outers.len()]);
+                let name = actor.with_number((round * n + i) as u32);
+                assert_eq!(heap.find_name(outer, name), Some(h.any()));
+            }
+            find.push((cpu_ns() - c) as f64 / n as f64);
+        }
         drop(hs);
+        let f = cpu_ns();
         assert_eq!(heap.collect().expect("collect").freed, n);
+        let f = (cpu_ns() - f) as f64 / n as f64;
         if round > 0 {
+            free.push(f);
             wall.push(w / n as f64);
             cpu.push(c / n as f64);
+        } else {
+            find.clear();
         }
     }
-    (median(wall), median(cpu))
+    let find = if find.is_empty() { 0.0 } else { median(find) };
+    (median(wall), median(cpu), find, median(free))
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let num = |k: usize, d: usize| args.get(k).map_or(d, |s| s.parse().expect("a number"));
     let (n, rounds) = (num(1, 1_000_000), num(2, 4).max(2));
-    let (uw, uc) = mode(false, n, rounds);
-    let (nw, nc) = mode(true, n, rounds);
+    let (uw, uc, _, uf) = mode(false, n, rounds);
+    let (nw, nc, nf, nfree) = mode(true, n, rounds);
     println!(
-        "unnamed wall {uw:.1} cpu {uc:.1} | named wall {nw:.1} cpu {nc:.1} ns/object | named/unnamed wall {:.2}x cpu {:.2}x",
+        "unnamed wall {uw:.1} cpu {uc:.1} | named wall {nw:.1} cpu {nc:.1} ns/object | named/unnamed wall {:.2}x cpu {:.2}x | find cpu {nf:.1} | free cpu unnamed {uf:.1} named {nfree:.1}",
         nw / uw,
         nc / uc
     );

@@ -2,15 +2,31 @@
 
 use std::sync::Arc;
 
+use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
+
 use crate::array::flags;
 use crate::class::Object;
 use crate::error::Error;
 use crate::handle::{AnyObj, Obj};
-use crate::names::Name;
+use crate::names::{Name, Names};
 
 use super::Heap;
 
 impl Heap {
+    /// The names, read-locked, with the records that wait outside the index
+    /// entered first if there are more than a few (under the write lock,
+    /// taken only then): a lookup reads the few left one by one.
+    fn names_for_lookup(&self) -> RwLockReadGuard<'_, Names> {
+        let names = self.names.read();
+        if !names.should_flush() {
+            return names;
+        }
+        drop(names);
+        let mut names = self.names.write();
+        names.flush();
+        RwLockWriteGuard::downgrade(names)
+    }
+
     /// The object's name as a string, if it was given one. Allocates for a
     /// numbered name; [`name`](Self::name) does not.
     ///
@@ -142,7 +158,7 @@ impl Heap {
     /// assert_eq!(heap.find(Some(w.any()), "World"), None);
     /// ```
     pub fn find(&self, outer: Option<AnyObj>, name: &str) -> Option<AnyObj> {
-        let h = self.names.read().find(outer, name)?;
+        let h = self.names_for_lookup().find(outer, name)?;
         self.contains(h).then_some(h)
     }
 
@@ -158,7 +174,7 @@ impl Heap {
     /// assert_eq!(heap.find_name(None, level), None);
     /// ```
     pub fn find_name(&self, outer: Option<AnyObj>, name: Name) -> Option<AnyObj> {
-        let h = self.names.read().find_name(outer, name)?;
+        let h = self.names_for_lookup().find_name(outer, name)?;
         self.contains(h).then_some(h)
     }
 
