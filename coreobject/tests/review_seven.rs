@@ -1039,24 +1039,26 @@ fn former_pool(seed: u64, threads: usize, mid_cycle: bool) {
             _ => {}
         }
     }
-    heap.collect_minor().unwrap();
-    g.check(&heap, "minor after the unrooting");
-    for &f in &garbage {
-        assert!(
-            !heap.contains(f),
-            "seed {seed}: a garbage former pool object kept"
-        );
+    // A minor cycle frees the garbage ones, then a major the unrooted ones.
+    for (minor, gone, what) in [
+        (true, &garbage, "a garbage"),
+        (false, &unrooted, "an unrooted"),
+    ] {
+        if minor {
+            heap.collect_minor().unwrap();
+        } else {
+            heap.collect().unwrap();
+        }
+        let when = if minor { "minor" } else { "major" };
+        g.check(&heap, &format!("{when} after the unrooting"));
+        for &f in gone {
+            assert!(
+                !heap.contains(f),
+                "seed {seed}: {what} former pool object kept"
+            );
+        }
+        g.forget_freed(&heap);
     }
-    g.forget_freed(&heap);
-    heap.collect().unwrap();
-    g.check(&heap, "major after the unrooting");
-    for &f in &unrooted {
-        assert!(
-            !heap.contains(f),
-            "seed {seed}: an unrooted former pool object kept"
-        );
-    }
-    g.forget_freed(&heap);
     assert_eq!(heap.len(), g.reachable().len(), "seed {seed}");
     // New objects take the freed slots (some of them former pool slots,
     // below the old pool end), each holding a young object, reachable only
