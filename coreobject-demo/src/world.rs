@@ -1444,19 +1444,17 @@ impl Sim {
                 // Weak targets and the transform cannot hold strong handles:
                 // through the data door they cost the collector nothing.
                 // Only a pick-up stores a strong handle (`get_mut`).
-                if self.settings.moves == Moves::Door {
+                let (slot, transform) = if self.settings.moves == Moves::Door {
                     let a = self.heap.data_mut(me).expect("a thinking actor is live");
-                    *a.targets = targets;
-                    a.transform.position[0] += step[0];
-                    a.transform.position[1] += step[1];
-                    a.transform.yaw = step[0].atan2(step[1]);
+                    (a.targets, a.transform)
                 } else {
                     let a = &mut self.heap[me];
-                    a.targets = targets;
-                    a.transform.position[0] += step[0];
-                    a.transform.position[1] += step[1];
-                    a.transform.yaw = step[0].atan2(step[1]);
-                }
+                    (&mut a.targets, &mut a.transform)
+                };
+                *slot = targets;
+                transform.position[0] += step[0];
+                transform.position[1] += step[1];
+                transform.yaw = step[0].atan2(step[1]);
                 if let Some(asset) = equip {
                     let a = &mut self.heap[me];
                     self.counters.assets_equipped += 1;
