@@ -4,6 +4,10 @@
 //! each loop timed `R` times; prints each loop's minimum and median in
 //! ns/lookup, wall clock, and the median of the thread's CPU time (which a
 //! shared machine disturbs less: time spent waiting for a core is left out).
+//! For coreobject it also prints the build's time per object (creation,
+//! downgrades and one collection) and the process's `Rss` and
+//! `AnonHugePages` from `/proc/self/smaps_rollup`, to tell which pages the
+//! lookups walk.
 //!
 //! `cargo run --release -p coreobject-bench --bin resolve_loop -- coreobject [N M R]`
 //! (or `slotmap`). The lookups are the same draws for both peers; every loop's
@@ -116,6 +120,25 @@ fn chained(p: &Plan, mut get: impl FnMut(usize) -> Option<u64>) -> (u64, u64) {
     (hits, sum)
 }
 
+/// Prints the process's resident and huge-page memory (Linux), to see
+/// which pages the lookups walk.
+fn memory() {
+    let Ok(s) = std::fs::read_to_string("/proc/self/smaps_rollup") else {
+        return;
+    };
+    let kb = |key: &str| {
+        s.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    println!(
+        "  memory: Rss {} kB, AnonHugePages {} kB",
+        kb("Rss:"),
+        kb("AnonHugePages:")
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let peer = args.get(1).map(String::as_str).unwrap_or("coreobject");
@@ -130,6 +153,7 @@ fn main() {
                 gc: GcConfig::MANUAL,
                 ..HeapConfig::DEFAULT
             };
+            let (c0, t0) = (cpu_ns(), Instant::now());
             let mut heap = Heap::with_config(config).expect("heap config");
             let mut weak: Vec<Weak<Val>> = Vec::with_capacity(n);
             let mut keep = Vec::with_capacity(n);
@@ -143,6 +167,12 @@ fn main() {
             let holder = heap.create(Keep { keep });
             heap.add_to_root(holder).expect("root");
             heap.collect().expect("collect");
+            println!(
+                "   build: {:7.2} ns/object, cpu {:7.2} (with one collection)",
+                t0.elapsed().as_nanos() as f64 / n as f64,
+                cpu_ns().saturating_sub(c0) as f64 / n as f64
+            );
+            memory();
             let heap = &heap;
             let get = |i: usize| heap.get(weak[i]).map(|o| o.v);
             timed("plain", r, m, want, || plain(&p, get));

@@ -18,7 +18,13 @@
 //!   for them (`MADV_HUGEPAGE`): on a KVM guest whose free memory is handed
 //!   back to its host, faulting huge pages in made building a 50M-object
 //!   heap 2-3x slower (the time went to zeroing them, `clear_page_erms`),
-//!   and marking no faster.
+//!   and marking no faster. Measured again on branch `resolve2`
+//!   (BENCHMARKS.md, "Resolve and huge pages"): with every run advised,
+//!   random weak resolves over 1M objects took 7-13% less CPU time (fewer
+//!   TLB misses, presumably: the guest cannot count them), but building the
+//!   heap took 1.6x the CPU time at 1M and 1.7x at 50M (3x the wall
+//!   time), and collapsing the pages after the build (`MADV_COLLAPSE`)
+//!   cost more than faulting them in; so runs still do not ask.
 //!
 //! * A heap that goes hands its runs to a process-wide spare list (up to
 //!   64 MiB of them, resident), which the next heap's runs come
