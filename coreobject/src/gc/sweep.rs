@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use super::budget::Budget;
 use super::{Collector, Cycle, CycleKind, Stage, Step};
-use crate::array::{flags, Doomed, Item, COOL_EVERY};
+use crate::array::{flags, Doomed, FreeAhead, Item, COOL_EVERY};
 use crate::handle::AnyObj;
 use crate::lifecycle::{guard, Caught, DestroyCx};
 use crate::listener::ObjectEvent;
@@ -496,6 +496,7 @@ impl Collector {
                     let stats = &mut cycle.stats;
                     let list = (cycle.kind == CycleKind::Minor).then_some(&cycle.list[..]);
                     let mut lead = Lead::new(&marks, list, start, to);
+                    let mut ahead = FreeAhead::new();
                     // Objects freed since a cooled page last gave its
                     // memory back.
                     let mut since_cool = 0;
@@ -517,9 +518,7 @@ impl Collector {
                                 let Some(item) = array.item(j).filter(|item| frees(item)) else {
                                     return false;
                                 };
-                                if let Some(p) = item.object() {
-                                    prefetch_line(p.as_ptr());
-                                }
+                                array.load_to_free(&mut ahead, item, j);
                                 if item.flags() & flags::NAMED != 0 {
                                     names.prefetch_record(j);
                                 }
