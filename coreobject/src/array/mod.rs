@@ -48,7 +48,7 @@ pub(crate) use table::Chunks;
 /// front of the one whose buffers it starts loading: the object's own line
 /// is asked for this many looks earlier, so that its buffer pointers are
 /// there when they are read.
-pub(crate) const FREE_AHEAD: usize = 4;
+pub(crate) const FREE_AHEAD: usize = 8;
 
 /// A slot index no object has.
 const NO_SLOT: u32 = u32::MAX;

@@ -224,8 +224,11 @@ fn scattered_at(list: &[u32], k: usize) -> bool {
     a.abs_diff(b) > (4 * SPREAD_BLOCK) as u32
 }
 
-/// Objects the purge starts loading ahead of the one it frees.
-const AHEAD: usize = 8;
+/// Objects the purge starts loading ahead of the one it frees: twice
+/// [`FREE_AHEAD`](crate::array::FREE_AHEAD), so that the buffers of an
+/// object, which the look ahead asks for that many objects after its own
+/// line, are on their way that many objects before it is freed.
+const AHEAD: usize = 2 * crate::array::FREE_AHEAD;
 
 /// Bitmap words a [`Lead`] reads for one call at most: past that it waits,
 /// so a run of marked objects costs it no more than the walk behind pays.
