@@ -976,7 +976,13 @@ impl ObjectArray {
     /// each: a cache miss per freed object when nothing loaded it (most of a
     /// minor cycle's time in the `young` workload at a million objects).
     #[inline(always)]
-    pub(crate) fn load_to_free(&self, ahead: &mut FreeAhead, item: &Item, index: u32) {
+    pub(crate) fn load_to_free(
+        &self,
+        ahead: &mut FreeAhead,
+        item: &Item,
+        index: u32,
+        caught: &mut Caught,
+    ) {
         if let Some(p) = item.object() {
             crate::trace::prefetch_line(p.as_ptr());
         }
@@ -1001,10 +1007,16 @@ impl ObjectArray {
             // is vacated, which takes `&mut self`, so not during this call.
             let class = unsafe { p.as_ref() }.class();
             if class.needs_drop() && class.needs_trace() {
-                // SAFETY: `p` heads a live object of the header's own class,
-                // whose vtable this is; the purge holds the heap exclusively,
-                // so this shared read of its value races with no write.
-                unsafe { (class.vt.prefetch)(p) }
+                // A hand-written `Trace::prefetch` is user code: a panic in
+                // it is kept for the end of the cycle, as a `Drop`'s is, so
+                // that the free step still flushes what it batched.
+                guard(caught, || {
+                    // SAFETY: `p` heads a live object of the header's own
+                    // class, whose vtable this is; the purge holds the heap
+                    // exclusively, so this shared read of its value races
+                    // with no write.
+                    unsafe { (class.vt.prefetch)(p) }
+                });
             }
         }
     }

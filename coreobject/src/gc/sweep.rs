@@ -521,7 +521,7 @@ impl Collector {
                                 let Some(item) = array.item(j).filter(|item| frees(item)) else {
                                     return false;
                                 };
-                                array.load_to_free(&mut ahead, item, j);
+                                array.load_to_free(&mut ahead, item, j, caught);
                                 if item.flags() & flags::NAMED != 0 {
                                     names.prefetch_record(j);
                                 }
