@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use super::budget::Budget;
 use super::{Collector, Cycle, CycleKind, Stage, Step};
-use crate::array::{flags, Doomed, Item, COOL_EVERY};
+use crate::array::{flags, Doomed, FreeAhead, Item, COOL_EVERY};
 use crate::handle::AnyObj;
 use crate::lifecycle::{guard, Caught, DestroyCx};
 use crate::listener::ObjectEvent;
@@ -224,8 +224,11 @@ fn scattered_at(list: &[u32], k: usize) -> bool {
     a.abs_diff(b) > (4 * SPREAD_BLOCK) as u32
 }
 
-/// Objects the purge starts loading ahead of the one it frees.
-const AHEAD: usize = 8;
+/// Objects the purge starts loading ahead of the one it frees: twice
+/// [`FREE_AHEAD`](crate::array::FREE_AHEAD), so that the buffers of an
+/// object, which the look ahead asks for that many objects after its own
+/// line, are on their way that many objects before it is freed.
+const AHEAD: usize = 2 * crate::array::FREE_AHEAD;
 
 /// Bitmap words a [`Lead`] reads for one call at most: past that it waits,
 /// so a run of marked objects costs it no more than the walk behind pays.
@@ -496,6 +499,7 @@ impl Collector {
                     let stats = &mut cycle.stats;
                     let list = (cycle.kind == CycleKind::Minor).then_some(&cycle.list[..]);
                     let mut lead = Lead::new(&marks, list, start, to);
+                    let mut ahead = FreeAhead::new();
                     // Objects freed since a cooled page last gave its
                     // memory back.
                     let mut since_cool = 0;
@@ -517,9 +521,7 @@ impl Collector {
                                 let Some(item) = array.item(j).filter(|item| frees(item)) else {
                                     return false;
                                 };
-                                if let Some(p) = item.object() {
-                                    prefetch_line(p.as_ptr());
-                                }
+                                array.load_to_free(&mut ahead, item, j, caught);
                                 if item.flags() & flags::NAMED != 0 {
                                     names.prefetch_record(j);
                                 }
