@@ -319,6 +319,9 @@ pub trait Trace {
     /// the marker overlaps those cache misses with other work. Only a hint:
     /// the default does nothing, and an implementation must have no effect
     /// besides the hint. The derives forward it to every traced field.
+    /// The purge calls it too, on objects a few places ahead of the ones it
+    /// frees, so that their `Drop` finds the buffers loaded; a panic in it
+    /// is caught and resumed when the cycle ends, as a `Drop`'s is.
     ///
     /// ```
     /// use coreobject::{Obj, Trace};
