@@ -708,7 +708,7 @@ impl Collector {
         if self.cycle.is_some() {
             self.run(&mut stage, Budget::unlimited());
         }
-        self.start(&mut stage, trigger, kind);
+        self.start(&mut stage, trigger, kind, false);
         self.run(&mut stage, Budget::unlimited())
             .expect("an unbudgeted slice finishes its cycle")
     }
@@ -744,7 +744,7 @@ impl Collector {
         let freed_before = self.totals.total_freed;
         if self.cycle.is_none() {
             if let Some((trigger, kind)) = trigger {
-                self.start(&mut stage, trigger, kind);
+                self.start(&mut stage, trigger, kind, !budget.is_unlimited());
                 tick.started = Some(trigger);
             }
         }
@@ -777,7 +777,9 @@ impl Collector {
 
     /// Starts a cycle: callbacks, the root list, the bitmap. A minor cycle
     /// asked for while the remembered set was not kept runs as a major one.
-    fn start(&mut self, stage: &mut Stage<'_>, trigger: Trigger, kind: CycleKind) {
+    /// Starts a cycle; `sliced`: it runs in budgeted slices (the work
+    /// queue's room is made for it).
+    fn start(&mut self, stage: &mut Stage<'_>, trigger: Trigger, kind: CycleKind, sliced: bool) {
         let kind = if self.gen { kind } else { CycleKind::Major };
         let pre = PreCollect {
             collection: self.totals.collections + 1,
@@ -861,12 +863,13 @@ impl Collector {
         // here it is an allocation whose pages are touched as entries
         // arrive. Twice the objects the cycle may mark, since an object
         // can be queued once per reference to it before it is marked; a
-        // cycle that queues more still grows the queue in a slice.
+        // cycle that queues more still grows the queue in a slice. A cycle
+        // run whole has no slice to keep short: its queue grows as before.
         let room = 2 * match kind {
             CycleKind::Major => array.len(),
             CycleKind::Minor => list.len() + remembered,
         };
-        if self.queue.capacity() < room {
+        if sliced && self.queue.capacity() < room {
             // The old buffer first, so that the allocator may reuse it.
             self.queue = VecDeque::new();
             self.queue = VecDeque::with_capacity(room);
