@@ -165,11 +165,13 @@ unsafe fn trace_mark<T: Object>(p: NonNull<Header>, m: &mut Marker<'_>, bits: u6
     // SAFETY: `p` heads a live `ObjBox<T>` (the vtable's contract).
     let v = unsafe { ObjBox::<T>::value(p) };
     // A constant for classes of fixed size: the test folds away for them.
-    if v.trace_units() > crate::gc::mark::SPLIT_ABOVE && m.splits() {
+    let n = v.trace_units();
+    if n > crate::gc::mark::SPLIT_ABOVE && m.splits() {
         v.trace_range(m, 0, crate::gc::mark::PIECES);
         m.defer(bits, crate::gc::mark::PIECES);
     } else {
-        v.trace(m)
+        v.trace(m);
+        m.traced_whole(n);
     }
 }
 unsafe fn trace_range_mark<T: Object>(

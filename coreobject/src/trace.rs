@@ -259,7 +259,8 @@ pub trait Trace {
     /// tracing `self` into: the collector traces an object of more than
     /// 65,536 pieces (a `Vec` of a million handles) 4,096 pieces at a time,
     /// across as many incremental slices as it takes, instead of in one go
-    /// (an object of fewer is traced whole, as one unit of work).
+    /// (an object of fewer is traced whole, charged a unit of work per 32
+    /// pieces).
     ///
     /// The default is one piece (the whole of [`trace`](Self::trace)).
     /// `Vec`, slices, arrays and `VecDeque` count one piece per element

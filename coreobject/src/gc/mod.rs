@@ -145,7 +145,9 @@
 //!   previous cycle started: plain young objects cost nothing) and its
 //!   remembered set (one per remembered object), the drain
 //!   (one per object marked or queue entry popped, one per eight dead
-//!   entries dropped), the looks at what the program did (one per object
+//!   entries dropped, and for an object traced whole one more per 32
+//!   pieces beyond its first 32, so that the clock is read after each large
+//!   one), the looks at what the program did (one per object
 //!   created through `&Heap` or changed, one per 32 objects traced at
 //!   their creation, one per eight handles such objects shaded; a finishing slice also owes, beyond its budget,
 //!   one per object changed since the previous slice and a sixteenth of
@@ -156,15 +158,23 @@
 //!   promotion after a minor cycle) is proportional to what the program
 //!   created or changed, except a major cycle's start, which clears the
 //!   mark bitmap (`slots / 8` bytes, one `memset`; the remembered set's
-//!   flags are cleared by the first marking slices, under their budgets). A large object is
+//!   flags are cleared by the first marking slices, under their budgets,
+//!   and the slots handed out since the last cycle are not listed, since
+//!   a major cycle has no young list). A cycle's start also makes the work
+//!   queue's room (twice the objects it may mark, an allocation whose
+//!   pages are touched as entries arrive), so that the queue does not
+//!   copy itself into a larger buffer inside a slice; a cycle that queues
+//!   more than that still does. A large object is
 //!   split: one of more than 65,536 pieces
 //!   ([`Trace::trace_units`](crate::Trace::trace_units), an element of a
 //!   `Vec` or a handle field each) is traced 4,096 pieces at a time, at one
 //!   unit per 32 pieces, its cursor kept across slices (a `Vec` of a million
 //!   handles is about 32,000 units, over as many slices as that takes). What
 //!   a slice cannot split: one piece (an element of a `Vec`, traced whole),
-//!   an object of up to 65,536 pieces (one unit, a few hundred
-//!   microseconds at most), the first 4,096 pieces of a larger one, an object whose `Trace` keeps the
+//!   an object of up to 65,536 pieces (a few hundred microseconds at
+//!   most; charged a unit per 32 pieces after it is traced, so at most
+//!   one such object and those already in the marker's rings run past a
+//!   deadline), the first 4,096 pieces of a larger one, an object whose `Trace` keeps the
 //!   default of one piece (maps, sets, locks, hand-written impls,
 //!   `trace_with` classes), and any object traced by a parallel marking
 //!   worker (workers trace whole; the collecting thread continues objects
@@ -635,6 +645,11 @@ impl Collector {
     pub(crate) fn last(&self) -> Option<&CollectStats> {
         self.last.as_ref()
     }
+    /// The young list's buffer (a unit test's look at a cycle's start).
+    #[cfg(test)]
+    pub(crate) fn young_capacity(&self) -> usize {
+        self.young.capacity()
+    }
     pub(crate) fn pending_len(&self) -> usize {
         self.pending.len()
     }
@@ -693,7 +708,7 @@ impl Collector {
         if self.cycle.is_some() {
             self.run(&mut stage, Budget::unlimited());
         }
-        self.start(&mut stage, trigger, kind);
+        self.start(&mut stage, trigger, kind, false);
         self.run(&mut stage, Budget::unlimited())
             .expect("an unbudgeted slice finishes its cycle")
     }
@@ -729,7 +744,7 @@ impl Collector {
         let freed_before = self.totals.total_freed;
         if self.cycle.is_none() {
             if let Some((trigger, kind)) = trigger {
-                self.start(&mut stage, trigger, kind);
+                self.start(&mut stage, trigger, kind, !budget.is_unlimited());
                 tick.started = Some(trigger);
             }
         }
@@ -762,7 +777,9 @@ impl Collector {
 
     /// Starts a cycle: callbacks, the root list, the bitmap. A minor cycle
     /// asked for while the remembered set was not kept runs as a major one.
-    fn start(&mut self, stage: &mut Stage<'_>, trigger: Trigger, kind: CycleKind) {
+    /// Starts a cycle; `sliced`: it runs in budgeted slices (the work
+    /// queue's room is made for it).
+    fn start(&mut self, stage: &mut Stage<'_>, trigger: Trigger, kind: CycleKind, sliced: bool) {
         let kind = if self.gen { kind } else { CycleKind::Major };
         let pre = PreCollect {
             collection: self.totals.collections + 1,
@@ -772,6 +789,16 @@ impl Collector {
             cb(&pre);
         }
         let array = &mut *stage.array;
+        if kind == CycleKind::Major {
+            // A major cycle keeps no young list, so the slots handed out
+            // since the last sync are not recorded: `sync` would write
+            // each one's index into the list this start then drops (every
+            // object of a heap built since the last cycle: 1.5 ms at a
+            // million, in the cycle's first slice). What was recorded
+            // before is moved out whole (a buffer swap), and dropped below.
+            array.take_born(&mut self.young);
+            array.stop_recording();
+        }
         array.sync();
         // The young objects: slots handed out since the last cycle started.
         array.take_born(&mut self.young);
@@ -829,6 +856,24 @@ impl Collector {
         }
         self.bits.resize((hw as usize).div_ceil(64), 0);
         self.queue.clear();
+        // The work queue's room for the cycle, made while it is empty: a
+        // queue that grows mid-slice copies itself into a buffer twice its
+        // size and faults that buffer in, work proportional to the heap in
+        // one slice (3-7 ms at a million objects on a 1 ms budget). Made
+        // here it is an allocation whose pages are touched as entries
+        // arrive. Twice the objects the cycle may mark, since an object
+        // can be queued once per reference to it before it is marked; a
+        // cycle that queues more still grows the queue in a slice. A cycle
+        // run whole has no slice to keep short: its queue grows as before.
+        let room = 2 * match kind {
+            CycleKind::Major => array.len(),
+            CycleKind::Minor => list.len() + remembered,
+        };
+        if sliced && self.queue.capacity() < room {
+            // The old buffer first, so that the allocator may reuse it.
+            self.queue = VecDeque::new();
+            self.queue = VecDeque::with_capacity(room);
+        }
         self.shaded.clear();
         self.partial.clear();
         self.regrey_kept = 0;
