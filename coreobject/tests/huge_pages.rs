@@ -36,10 +36,16 @@ fn mappings() -> Vec<(usize, usize, Vec<String>)> {
     let mut range = (0, 0);
     for line in smaps.lines() {
         if let Some(flags) = line.strip_prefix("VmFlags:") {
-            out.push((range.0, range.1, flags.split_whitespace().map(String::from).collect()));
+            out.push((
+                range.0,
+                range.1,
+                flags.split_whitespace().map(String::from).collect(),
+            ));
         } else if let Some((r, _)) = line.split_once(' ') {
             if let Some((lo, hi)) = r.split_once('-') {
-                if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
                     range = (lo, hi);
                 }
             }
@@ -88,9 +94,13 @@ fn runs(addrs: &[usize]) -> HashSet<usize> {
 
 #[test]
 fn default_presets_leave_it_off() {
-    assert!(!HeapConfig::DEFAULT.huge_pages);
-    assert!(!HeapConfig::LARGE.huge_pages);
-    assert!(!HeapConfig::default().huge_pages);
+    for config in [
+        HeapConfig::DEFAULT,
+        HeapConfig::LARGE,
+        HeapConfig::default(),
+    ] {
+        assert!(!config.huge_pages, "{config:?}");
+    }
 }
 
 #[test]

@@ -1761,16 +1761,24 @@ mod tests {
         };
         for round in 0..3 {
             let on = Table::with_huge_pages(3 * CHUNK_SIZE, false, true);
-            let Some((thp, flags)) = flags_of(&on) else { return };
+            let Some((thp, flags)) = flags_of(&on) else {
+                return;
+            };
             if !thp {
                 return;
             }
-            assert!(flags.split(' ').any(|f| f == "hg"), "round {round}: {flags}");
+            assert!(
+                flags.split(' ').any(|f| f == "hg"),
+                "round {round}: {flags}"
+            );
             drop(on);
             // The advised group just went to the spare list.
             let off = Table::with_huge_pages(3 * CHUNK_SIZE, false, false);
             let (_, flags) = flags_of(&off).unwrap();
-            assert!(!flags.split(' ').any(|f| f == "hg"), "round {round}: {flags}");
+            assert!(
+                !flags.split(' ').any(|f| f == "hg"),
+                "round {round}: {flags}"
+            );
         }
     }
 

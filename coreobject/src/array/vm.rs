@@ -257,7 +257,9 @@ pub(crate) fn vm_flags(addr: usize) -> Option<(bool, String)> {
             }
         } else if let Some((range, _)) = line.split_once(' ') {
             if let Some((lo, hi)) = range.split_once('-') {
-                if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
                     inside = (lo..hi).contains(&addr);
                 }
             }
