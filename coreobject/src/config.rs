@@ -35,9 +35,10 @@ pub struct HeapConfig {
     /// "Resolve and huge pages" and "Huge pages as a setting"): random weak
     /// resolves over 1M objects took 7-13% less CPU time (1.86x slotmap
     /// instead of 2.00x in the throughput loop, 1.42x instead of 1.63x in
-    /// the chained one), but **building** the heap took 1.6-1.7x the CPU
-    /// time (about 3x the wall time at 50M objects), because that guest's
-    /// kernel zeroes each fresh 2 MiB page as it faults it in. So leave it
+    /// the chained one), but **building** the heap took 1.6-1.9x the CPU
+    /// time (about 3x the wall time at 50M objects; at 10M, from 0.8x to
+    /// 2.4x between runs), the time going to the kernel zeroing each fresh
+    /// 2 MiB page as it faults it in. So leave it
     /// off for heaps that are built often, short-lived, or small (a heap
     /// under a few MiB gains nothing), and measure before turning it on.
     ///

@@ -28,13 +28,13 @@
 //! * A heap made with [`HeapConfig::huge_pages`](crate::HeapConfig::huge_pages)
 //!   does ask: each run it takes (table chunk groups and object runs) is
 //!   advised `MADV_HUGEPAGE` before anything in it is populated.
-//!   The slab's per-page decommit ([`decommit`], `MADV_DONTNEED` on 64 KiB)
-//!   on a run the kernel backs with a huge page splits that page's mapping
-//!   into 4 KiB entries and drops the 64 KiB from `Rss` (the rest of the
-//!   2 MiB stays mapped, no longer counted in `AnonHugePages`); the huge
-//!   page's memory is freed in full only when the kernel's deferred split
-//!   runs, and `khugepaged` may collapse the range into a huge page again
-//!   later (refilling the decommitted part), since the advice stays on.
+//!   The slab's per-page decommit ([`decommit`], `MADV_DONTNEED` on 64
+//!   KiB) on a run the kernel backs with a huge page splits that page's
+//!   mapping: the 64 KiB leave `Rss`, the rest of the 2 MiB stays resident
+//!   in 4 KiB entries (no longer counted in `AnonHugePages`), and writing
+//!   the 64 KiB again faults 4 KiB pages (seen on Linux 6.18, BENCHMARKS.md
+//!   "Huge pages as a setting"). The range is a huge page again only if
+//!   `khugepaged` collapses it (the advice stays on).
 //!
 //! * A heap that goes hands its runs to a process-wide spare list (up to
 //!   64 MiB of them, resident), which the next heap's runs come
