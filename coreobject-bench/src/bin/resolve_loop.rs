@@ -10,7 +10,9 @@
 //! lookups walk.
 //!
 //! `cargo run --release -p coreobject-bench --bin resolve_loop -- coreobject [N M R]`
-//! (or `slotmap`). The lookups are the same draws for both peers; every loop's
+//! (or `slotmap`); with `COREOBJECT_HUGE_PAGES=1` in the environment the
+//! heap is made with `HeapConfig::huge_pages` (BENCHMARKS.md, "Huge pages as
+//! a setting"). The lookups are the same draws for both peers; every loop's
 //! hit count and sum is checked against the plan.
 mod common;
 use common::{cpu_ns, median};
@@ -151,8 +153,10 @@ fn main() {
             let config = HeapConfig {
                 max_objects: (n as u32 + 1).max(HeapConfig::DEFAULT.max_objects),
                 gc: GcConfig::MANUAL,
+                huge_pages: std::env::var("COREOBJECT_HUGE_PAGES").is_ok_and(|v| v == "1"),
                 ..HeapConfig::DEFAULT
             };
+            println!("   huge_pages: {}", config.huge_pages);
             let (c0, t0) = (cpu_ns(), Instant::now());
             let mut heap = Heap::with_config(config).expect("heap config");
             let mut weak: Vec<Weak<Val>> = Vec::with_capacity(n);

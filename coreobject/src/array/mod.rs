@@ -217,9 +217,21 @@ impl fmt::Debug for ObjectArray {
 }
 
 impl ObjectArray {
+    #[cfg(test)]
     pub(crate) fn new(cap: u32, preallocate: bool, pool_capacity: u32, lease: TagLease) -> Self {
+        Self::with_huge_pages(cap, preallocate, pool_capacity, lease, false)
+    }
+
+    /// [`new`](Self::new), asking for huge pages if `huge` (`HeapConfig::huge_pages`).
+    pub(crate) fn with_huge_pages(
+        cap: u32,
+        preallocate: bool,
+        pool_capacity: u32,
+        lease: TagLease,
+        huge: bool,
+    ) -> Self {
         ObjectArray {
-            table: Table::new(cap, preallocate),
+            table: Table::with_huge_pages(cap, preallocate, huge),
             lease,
             pool: Pool {
                 open: false,
@@ -232,7 +244,7 @@ impl ObjectArray {
             watching: false,
             touched: Mutex::new(Vec::new()),
             condemned: Condemned::default(),
-            slabs: Slabs::default(),
+            slabs: Slabs::new(huge),
             caches: tlab::Caches::new(cap),
             holes: Vec::new(),
             unused: Vec::new(),

@@ -189,14 +189,18 @@ struct PageSource {
     end: *mut u8,
     /// Every run, to unmap when the heap goes.
     runs: Vec<*mut u8>,
+    /// Whether runs are advised huge pages when taken
+    /// ([`HeapConfig::huge_pages`](crate::HeapConfig::huge_pages)).
+    huge: bool,
 }
 
 // SAFETY: the source owns its runs and pages outright; nobody else holds its pointers.
 unsafe impl Send for PageSource {}
 
 impl PageSource {
-    const fn new() -> PageSource {
+    const fn new(huge: bool) -> PageSource {
         PageSource {
+            huge,
             warm: Vec::new(),
             low: 0,
             cooling: Vec::new(),
@@ -230,7 +234,8 @@ impl PageSource {
         }
         if self.next == self.end {
             // A spare run holds dead bytes, which pages never read before writing.
-            let (run, _) = vm::take(vm::HUGE, self.runs.len() >= LAZY_RUNS);
+            // Advised (with `huge`) before it is filled.
+            let (run, _) = vm::take(vm::HUGE, self.runs.len() >= LAZY_RUNS, self.huge);
             self.runs.push(run);
             // Room for every page carved so far to come back, so that `put`
             // (inside a collection's purge) never allocates.
@@ -296,7 +301,7 @@ impl PageSource {
         for run in self.runs.drain(..) {
             // SAFETY: each run came from `vm::take` of `HUGE` bytes; the caller's
             // contract says nothing in it is used again.
-            unsafe { vm::give(run, vm::HUGE, vm::HUGE) };
+            unsafe { vm::give(run, vm::HUGE, vm::HUGE, self.huge) };
         }
         self.free.clear();
         self.cooling.clear();
@@ -631,12 +636,20 @@ fn large_layout(layout: Layout) -> Layout {
 
 impl Default for Slabs {
     fn default() -> Self {
+        Slabs::new(false)
+    }
+}
+
+impl Slabs {
+    /// Slabs whose runs are advised huge pages if `huge`
+    /// ([`HeapConfig::huge_pages`](crate::HeapConfig::huge_pages)).
+    pub(crate) fn new(huge: bool) -> Self {
         Slabs {
             classes: (0..CLASSES)
                 .map(|c| Mutex::new(Slab::new((c + 1) * GRAIN)))
                 .collect(),
             large: Mutex::new((0, 0)),
-            source: Mutex::new(PageSource::new()),
+            source: Mutex::new(PageSource::new(huge)),
         }
     }
 }

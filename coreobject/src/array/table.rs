@@ -96,6 +96,9 @@ pub(crate) struct Chunks {
     /// When [`vm::ENABLED`]: the mappings of [`GROUP`] chunks each, made on
     /// first use; chunk `c` lies in group `c / GROUP`. Empty otherwise.
     groups: Box<[AtomicPtr<u8>]>,
+    /// Whether groups are advised huge pages when mapped
+    /// ([`HeapConfig::huge_pages`](crate::HeapConfig::huge_pages)).
+    huge: bool,
     /// What [`at`](Chunks::at) gives for a slot whose chunk was never
     /// allocated: an empty, never-used item. Only ever read.
     vacant: Item,
@@ -107,7 +110,7 @@ unsafe impl Sync for Chunks {}
 unsafe impl Send for Chunks {}
 
 impl Chunks {
-    fn new(cap: u32) -> Chunks {
+    fn new(cap: u32, huge: bool) -> Chunks {
         let n = cap.div_ceil(CHUNK_SIZE) as usize;
         let groups = if vm::ENABLED { n.div_ceil(GROUP) } else { 0 };
         Chunks {
@@ -117,6 +120,7 @@ impl Chunks {
             groups: (0..groups)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
+            huge,
             vacant: Item::new(),
         }
     }
@@ -209,7 +213,8 @@ impl Chunks {
             return base;
         }
         let bytes = self.group_bytes(g);
-        let (fresh, dirty) = vm::take(bytes, false);
+        // Advised (with `huge`) before any chunk of it is populated.
+        let (fresh, dirty) = vm::take(bytes, false, self.huge);
         // SAFETY: a run of `bytes >= dirty` that nobody else holds.
         unsafe { fresh.write_bytes(0, dirty) };
         // Zeroed memory is a run of vacant items: every field of `Item::new()` is zero.
@@ -223,7 +228,7 @@ impl Chunks {
             Err(winner) => {
                 // SAFETY: `fresh` was taken just above with `bytes` and lost the race,
                 // so nobody else has seen it.
-                unsafe { vm::give(fresh, bytes, 0) };
+                unsafe { vm::give(fresh, bytes, 0, self.huge) };
                 winner
             }
         }
@@ -278,7 +283,7 @@ impl Drop for Chunks {
                     .map_or(0, |c| c + 1 - g * GROUP);
                 // SAFETY: a non-null group came from `vm::take` of `group_bytes(g)`
                 // bytes, and `drop` runs once, after every other owner is gone.
-                unsafe { vm::give(p, bytes, installed * CHUNK_BYTES) };
+                unsafe { vm::give(p, bytes, installed * CHUNK_BYTES, self.huge) };
             }
             return;
         }
@@ -325,8 +330,15 @@ unsafe impl Send for Table {}
 unsafe impl Sync for Table {}
 
 impl Table {
+    #[cfg(test)]
     pub(crate) fn new(cap: u32, preallocate: bool) -> Table {
-        let chunks = Arc::new(Chunks::new(cap));
+        Table::with_huge_pages(cap, preallocate, false)
+    }
+
+    /// [`new`](Self::new), its chunk groups advised huge pages if `huge`
+    /// ([`HeapConfig::huge_pages`](crate::HeapConfig::huge_pages)).
+    pub(crate) fn with_huge_pages(cap: u32, preallocate: bool, huge: bool) -> Table {
+        let chunks = Arc::new(Chunks::new(cap, huge));
         if preallocate {
             for c in 0..cap.div_ceil(CHUNK_SIZE) {
                 chunks.ensure(c * CHUNK_SIZE, false);
@@ -1735,6 +1747,39 @@ mod tests {
         assert_eq!(t.chunks.allocated_chunks(), 1);
         let p = Table::new(3 * CHUNK_SIZE, true);
         assert_eq!(p.chunks.allocated_chunks(), 3);
+    }
+
+    /// `HeapConfig::huge_pages`: a table made with it has its chunk groups
+    /// advised huge pages (`hg` in the mapping's flags), one made without
+    /// it does not, even when its group is a spare an advised table gave back.
+    #[cfg(all(target_os = "linux", not(miri), not(loom)))]
+    #[test]
+    fn chunk_groups_are_advised_with_huge_pages() {
+        let flags_of = |t: &Table| {
+            t.reserve();
+            vm::vm_flags(t.chunks.at(0) as *const Item as usize)
+        };
+        for round in 0..3 {
+            let on = Table::with_huge_pages(3 * CHUNK_SIZE, false, true);
+            let Some((thp, flags)) = flags_of(&on) else {
+                return;
+            };
+            if !thp {
+                return;
+            }
+            assert!(
+                flags.split(' ').any(|f| f == "hg"),
+                "round {round}: {flags}"
+            );
+            drop(on);
+            // The advised group just went to the spare list.
+            let off = Table::with_huge_pages(3 * CHUNK_SIZE, false, false);
+            let (_, flags) = flags_of(&off).unwrap();
+            assert!(
+                !flags.split(' ').any(|f| f == "hg"),
+                "round {round}: {flags}"
+            );
+        }
     }
 
     /// Chunks mapped in groups (natively on Linux) read as vacant in every

@@ -24,13 +24,28 @@
 //!   TLB misses, presumably: the guest cannot count them), but building the
 //!   heap took 1.6x the CPU time at 1M and 1.7x at 50M (3x the wall
 //!   time), and collapsing the pages after the build (`MADV_COLLAPSE`)
-//!   cost more than faulting them in; so runs still do not ask.
+//!   cost more than faulting them in; so runs do not ask by default.
+//! * A heap made with [`HeapConfig::huge_pages`](crate::HeapConfig::huge_pages)
+//!   does ask: each run it takes (table chunk groups and object runs) is
+//!   advised `MADV_HUGEPAGE` before anything in it is populated.
+//!   The slab's per-page decommit ([`decommit`], `MADV_DONTNEED` on 64
+//!   KiB) on a run the kernel backs with a huge page splits that page's
+//!   mapping: the 64 KiB leave `Rss`, the rest of the 2 MiB stays resident
+//!   in 4 KiB entries (no longer counted in `AnonHugePages`), and writing
+//!   the 64 KiB again faults 4 KiB pages (seen on Linux 6.18, BENCHMARKS.md
+//!   "Huge pages as a setting"). The range is a huge page again only if
+//!   `khugepaged` collapses it (the advice stays on).
 //!
 //! * A heap that goes hands its runs to a process-wide spare list (up to
 //!   64 MiB of them, resident), which the next heap's runs come
 //!   from before new ones are mapped: a program that makes and drops heaps
 //!   one after another (a test suite, a level load) does not fault the same
 //!   memory in again each time, as it would not with the global allocator.
+//!   Each spare remembers whether it was advised: a heap without huge pages
+//!   takes only spares never advised (advice cannot be taken back to the
+//!   system's default: `MADV_NOHUGEPAGE` would forbid huge pages even where
+//!   transparent huge pages are `always` on), and a heap with them prefers
+//!   advised spares and advises a plain one when it takes it.
 //!
 //! Only on Linux (and never under miri or loom, which cannot run the system
 //! calls); elsewhere [`ENABLED`] is false and callers use the global
@@ -55,8 +70,9 @@ mod sys {
     const SPARE_BYTES: usize = 64 << 20;
 
     /// Runs of heaps that are gone, their contents dead: (address, bytes,
-    /// how many leading bytes may have been written).
-    struct Spare(Vec<(*mut u8, usize, usize)>);
+    /// how many leading bytes may have been written, whether the run was
+    /// advised `MADV_HUGEPAGE`).
+    struct Spare(Vec<(*mut u8, usize, usize, bool)>);
 
     // SAFETY: the runs are owned by the list alone; nobody else holds their addresses.
     unsafe impl Send for Spare {}
@@ -64,30 +80,55 @@ mod sys {
     static SPARE: Mutex<Spare> = Mutex::new(Spare(Vec::new()));
 
     /// A run of `bytes` (a multiple of [`HUGE`]): a spare one if there is
-    /// one of that size, else a new one (filled if `fill`). Also returns how
-    /// many leading bytes may hold what an earlier heap wrote; the rest
-    /// reads as zeros.
-    pub(crate) fn take(bytes: usize, fill: bool) -> (*mut u8, usize) {
+    /// one of that size and a fitting advice, else a new one (filled if
+    /// `fill`). With `huge`, the run is advised `MADV_HUGEPAGE` (before it
+    /// is filled). Also returns how many leading bytes may hold what an
+    /// earlier heap wrote; the rest reads as zeros.
+    pub(crate) fn take(bytes: usize, fill: bool, huge: bool) -> (*mut u8, usize) {
         let mut spare = SPARE.lock();
-        if let Some(i) = spare.0.iter().position(|&(_, b, _)| b == bytes) {
-            let (run, _, dirty) = spare.0.swap_remove(i);
+        // An advised spare for an advised taker first, then (for it) a plain
+        // one, which it advises; a plain taker never gets an advised spare.
+        let found = spare
+            .0
+            .iter()
+            .position(|&(_, b, _, h)| b == bytes && h == huge)
+            .or_else(|| {
+                if huge {
+                    spare.0.iter().position(|&(_, b, _, _)| b == bytes)
+                } else {
+                    None
+                }
+            });
+        if let Some(i) = found {
+            let (run, _, dirty, advised) = spare.0.swap_remove(i);
+            drop(spare);
+            if huge && !advised {
+                advise(run, bytes);
+            }
             return (run, dirty);
         }
         drop(spare);
-        (map(bytes, fill), 0)
+        (map(bytes, fill, huge), 0)
+    }
+
+    /// Asks for huge pages over `bytes` at `p` (`MADV_HUGEPAGE`). A kernel
+    /// without transparent huge pages refuses, which is harmless.
+    fn advise(p: *mut u8, bytes: usize) {
+        // SAFETY: advice changes no contents; a range outside a mapping is refused.
+        unsafe { libc::madvise(p.cast(), bytes, libc::MADV_HUGEPAGE) };
     }
 
     /// Gives back a run from [`take`] of which at most the first `dirty`
-    /// bytes were written: kept for the next heap while the spare list has
-    /// room, unmapped otherwise.
+    /// bytes were written, `huge` if it was taken with `huge`: kept for the
+    /// next heap while the spare list has room, unmapped otherwise.
     ///
     /// # Safety
     /// `run` and `bytes` are a mapped run, and nothing in it is used again.
-    pub(crate) unsafe fn give(run: *mut u8, bytes: usize, dirty: usize) {
+    pub(crate) unsafe fn give(run: *mut u8, bytes: usize, dirty: usize, huge: bool) {
         let mut spare = SPARE.lock();
-        let held: usize = spare.0.iter().map(|&(_, b, _)| b).sum();
+        let held: usize = spare.0.iter().map(|&(_, b, _, _)| b).sum();
         if held + bytes <= SPARE_BYTES {
-            spare.0.push((run, bytes, dirty.min(bytes)));
+            spare.0.push((run, bytes, dirty.min(bytes), huge));
             return;
         }
         drop(spare);
@@ -96,9 +137,9 @@ mod sys {
     }
 
     /// Maps `bytes` (a multiple of [`HUGE`]) of zeroed memory aligned to
-    /// [`HUGE`], touched in advance if `fill`. Aborts through
-    /// `handle_alloc_error` if the system refuses.
-    fn map(bytes: usize, fill: bool) -> *mut u8 {
+    /// [`HUGE`], advised `MADV_HUGEPAGE` if `huge`, then touched in advance
+    /// if `fill`. Aborts through `handle_alloc_error` if the system refuses.
+    fn map(bytes: usize, fill: bool, huge: bool) -> *mut u8 {
         debug_assert!(bytes > 0 && bytes % HUGE == 0);
         let len = bytes + HUGE;
         // SAFETY: a fresh anonymous private mapping at an address the kernel chooses
@@ -133,6 +174,9 @@ mod sys {
             if tail > 0 {
                 libc::munmap(run.add(bytes).cast(), tail);
             }
+        }
+        if huge {
+            advise(run, bytes);
         }
         if fill {
             populate(run, bytes);
@@ -175,13 +219,13 @@ mod sys {
 mod sys {
     //! Never called: [`ENABLED`](super::ENABLED) is false.
 
-    pub(crate) fn take(_bytes: usize, _fill: bool) -> (*mut u8, usize) {
+    pub(crate) fn take(_bytes: usize, _fill: bool, _huge: bool) -> (*mut u8, usize) {
         unreachable!("vm::take without system runs")
     }
 
     /// # Safety
     /// Never called.
-    pub(crate) unsafe fn give(_run: *mut u8, _bytes: usize, _dirty: usize) {
+    pub(crate) unsafe fn give(_run: *mut u8, _bytes: usize, _dirty: usize, _huge: bool) {
         unreachable!("vm::give without system runs")
     }
 
@@ -197,3 +241,29 @@ mod sys {
 }
 
 pub(crate) use sys::{decommit, give, populate, take};
+
+/// The `VmFlags` of the mapping holding `addr` in `/proc/self/smaps` (`hg`
+/// there: advised `MADV_HUGEPAGE`), and whether transparent huge pages can
+/// be asked for at all (the system's `enabled` is not `never`).
+#[cfg(all(test, target_os = "linux", not(miri), not(loom)))]
+pub(crate) fn vm_flags(addr: usize) -> Option<(bool, String)> {
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut inside = false;
+    for line in smaps.lines() {
+        if let Some(flags) = line.strip_prefix("VmFlags:") {
+            if inside {
+                return Some((!thp.contains("[never]"), flags.trim().to_string()));
+            }
+        } else if let Some((range, _)) = line.split_once(' ') {
+            if let Some((lo, hi)) = range.split_once('-') {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    inside = (lo..hi).contains(&addr);
+                }
+            }
+        }
+    }
+    None
+}

@@ -354,11 +354,12 @@ impl Heap {
 
     /// A heap with checked settings and a tag already claimed.
     fn with_lease(config: HeapConfig, lease: serial::TagLease) -> Heap {
-        let mut array = ObjectArray::new(
+        let mut array = ObjectArray::with_huge_pages(
             config.max_objects,
             config.preallocate,
             config.disregard_pool_size,
             lease,
+            config.huge_pages,
         );
         if config.gc.generational {
             // Every object starts young: the allocator records them for the
