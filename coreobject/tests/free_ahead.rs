@@ -30,7 +30,7 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use coreobject::{CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, RefKind, Trace, Visitor};
+use coreobject::{CycleKind, Heap, Obj, Object, RefKind, Trace, Visitor};
 
 mod common;
 use common::Rng;
@@ -91,17 +91,6 @@ fn node(id: u64, kids: Vec<Obj<Node>>) -> Node {
     }
 }
 
-fn generational() -> Heap {
-    Heap::with_config(HeapConfig {
-        gc: GcConfig {
-            generational: true,
-            ..GcConfig::MANUAL
-        },
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap()
-}
-
 /// A rooted old world of `n` objects (ids from 1,000,000 up).
 fn old_world(heap: &mut Heap, n: usize) -> (Obj<Node>, Vec<Obj<Node>>) {
     let world = heap
@@ -123,7 +112,7 @@ fn old_world(heap: &mut Heap, n: usize) -> (Obj<Node>, Vec<Obj<Node>>) {
 fn the_purge_loads_the_buffers_of_the_young_objects_it_frees() {
     let _g = serial();
     let n: u64 = if cfg!(miri) { 40 } else { 2_000 };
-    let mut heap = generational();
+    let mut heap = common::generational_heap();
     reset();
     let (_world, olds) = old_world(&mut heap, 8);
     for id in 0..n {
@@ -154,7 +143,7 @@ fn the_look_ahead_never_reads_a_freed_object() {
     let _g = serial();
     let rounds = if cfg!(miri) { 2 } else { 24 };
     let mut rng = Rng(0xf4ee_a4ead);
-    let mut heap = generational();
+    let mut heap = common::generational_heap();
     reset();
     let (world, olds) = old_world(&mut heap, 16);
     let mut next = 0u64;
@@ -233,7 +222,7 @@ struct Edgy {
 #[test]
 fn a_panicking_prefetch_is_resumed_after_the_cycle() {
     let n = if cfg!(miri) { 30 } else { 300 };
-    let mut heap = generational();
+    let mut heap = common::generational_heap();
     let world = heap
         .spawn(Edgy {
             touchy: Touchy(false),

@@ -17,11 +17,11 @@
 //! * **The derive's cursor** — for a derived struct and enum, every split of
 //!   `0..trace_units()` into ranges reports exactly what `trace` reports.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use coreobject::{
-    AnyObj, CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, RefKind, Trace, Visitor,
-};
+use coreobject::{AnyObj, CycleKind, Heap, Obj, Object, RefKind, Trace, Visitor};
 
 /// Handles traced so far, by any visitor.
 static TRACED: AtomicUsize = AtomicUsize::new(0);
@@ -79,17 +79,6 @@ fn budgets() -> &'static [usize] {
     }
 }
 
-fn heap() -> Heap {
-    Heap::with_config(HeapConfig {
-        gc: GcConfig {
-            generational: true,
-            ..GcConfig::MANUAL
-        },
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap()
-}
-
 /// Runs slices of `n` units of a `kind` cycle until one completes, calling
 /// `between` after each; returns the most handles one slice traced and the
 /// number of slices.
@@ -121,7 +110,7 @@ fn run(
 fn a_million_handles_in_one_object_are_traced_over_many_slices() {
     let _serial = serial();
     let (leaves, handles) = sizes();
-    let mut heap = heap();
+    let mut heap = common::generational_heap();
     let leaf: Vec<Obj<Leaf>> = (0..leaves).map(|_| heap.create(Leaf::default())).collect();
     let refs = (0..handles).map(|k| Counted(leaf[k % leaves])).collect();
     let big = heap
@@ -165,7 +154,7 @@ fn an_object_changed_while_traced_in_pieces_keeps_what_it_references() {
     let _serial = serial();
     let (leaves, handles) = sizes();
     let handles = if cfg!(miri) { handles } else { handles / 4 };
-    let mut heap = heap();
+    let mut heap = common::generational_heap();
     let leaf: Vec<Obj<Leaf>> = (0..leaves).map(|_| heap.create(Leaf::default())).collect();
     // The big object holds the leaves in its tail only: the head is
     // filled with one leaf, so the tail is traced last.

@@ -28,9 +28,11 @@
 //! since the last cycle only to drop the list, has a unit test in
 //! `heap/collect.rs`.)
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use coreobject::{GcConfig, Heap, HeapConfig, Obj, Object, Phase, RefKind, Trace, Visitor};
+use coreobject::{Obj, Object, Phase, RefKind, Trace, Visitor};
 
 /// Handles of `Counted` traced so far, by any visitor.
 static TRACED: AtomicUsize = AtomicUsize::new(0);
@@ -64,17 +66,6 @@ struct Holder {
     bags: Vec<Obj<Bag>>,
 }
 
-fn heap() -> Heap {
-    Heap::with_config(HeapConfig {
-        gc: GcConfig {
-            generational: true,
-            ..GcConfig::MANUAL
-        },
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap()
-}
-
 #[test]
 fn a_drain_charges_objects_traced_whole_by_their_pieces() {
     // (bags, handles per bag, leaves)
@@ -86,7 +77,7 @@ fn a_drain_charges_objects_traced_whole_by_their_pieces() {
     // The rings' 16 objects, the one whose charge ends the slice, and the
     // holder, each traced whole.
     let slack = 18 * per_bag;
-    let mut heap = heap();
+    let mut heap = common::generational_heap();
     let leaf: Vec<Obj<Leaf>> = (0..leaves).map(|_| heap.create(Leaf::default())).collect();
     let bag: Vec<Obj<Bag>> = (0..bags)
         .map(|b| {
@@ -148,7 +139,7 @@ fn marking_grows_no_queue_inside_a_slice() {
     } else {
         (200_000, 512, 1_024)
     };
-    let mut heap = heap();
+    let mut heap = common::generational_heap();
     let actor: Vec<Obj<Actor>> = (0..actors)
         .map(|_| heap.create_mut(Actor::default()))
         .collect();

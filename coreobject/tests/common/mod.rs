@@ -54,6 +54,15 @@ pub fn heap_with(gc: GcConfig) -> Heap {
     .unwrap()
 }
 
+/// A heap that keeps the remembered set (minor cycles run as minor ones),
+/// collected only when asked.
+pub fn generational_heap() -> Heap {
+    heap_with(GcConfig {
+        generational: true,
+        ..GcConfig::MANUAL
+    })
+}
+
 /// One slice of `work` units of a cycle of this kind (a minor one when
 /// not [`CycleKind::Major`]), started if none is in flight.
 pub fn step(heap: &mut Heap, kind: CycleKind, work: usize) -> Tick {
