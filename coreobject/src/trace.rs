@@ -322,7 +322,8 @@ pub trait Trace {
     /// besides the hint. The derives forward it to every traced field.
     /// The purge calls it too, on objects a few places ahead of the ones it
     /// frees, so that their `Drop` finds the buffers loaded; a panic in it
-    /// is caught and resumed when the cycle ends, as a `Drop`'s is.
+    /// is caught and resumed when the slice ends (the cycle stays in
+    /// flight), as a `Drop`'s is.
     ///
     /// ```
     /// use coreobject::{Obj, Trace};
