@@ -1610,6 +1610,7 @@ impl<'h> ObjectRef<'h> {
         self.flags & flags::ROOT != 0
     }
     /// The value, if it is a `T`.
+    #[inline]
     pub fn downcast<T: Object>(&self) -> Option<&'h T> {
         if !self.class().is::<T>() {
             return None;
@@ -1629,6 +1630,7 @@ impl<'h> ObjectRef<'h> {
     /// let (h, v) = o.typed::<Coin>().unwrap();
     /// assert_eq!((h, v.0), (c, 4));
     /// ```
+    #[inline]
     pub fn typed<T: Object>(&self) -> Option<(Obj<T>, &'h T)> {
         let v = self.downcast::<T>()?;
         // SAFETY: the object this serial names is a `T` (`downcast` compared the class).

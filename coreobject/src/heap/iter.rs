@@ -78,7 +78,14 @@ impl Heap {
         self.iter_range(0)
     }
 
-    /// Every live object of class `T` (Unreal's `TObjectIterator<T>`).
+    /// Every live object of class `T` (Unreal's `TObjectIterator<T>`), in
+    /// index order. One pass over the table that compares each object's
+    /// class with `T`'s (a pointer comparison; `T`'s class is checked once,
+    /// when the iterator is made).
+    ///
+    /// # Panics
+    /// If `T::class()` returns another type's class (a broken `unsafe impl
+    /// Object`; `#[derive(Object)]` never does).
     ///
     /// ```
     /// # use coreobject::{Heap, Object};
