@@ -1362,7 +1362,61 @@ impl ObjectArray {
         names: &'h RwLock<Names>,
         index: u32,
     ) -> Option<ObjectRef<'h>> {
-        let item = self.table.item(index)?;
+        self.slot_item(names, index, self.table.item(index)?)
+    }
+
+    /// The items at indices `from .. end` whose chunks exist, in index
+    /// order, a chunk at a time (see `Table::walk`).
+    #[inline]
+    pub(crate) fn walk(&self, from: u32, end: u32) -> table::Walk<'_> {
+        self.table.walk(from, end)
+    }
+
+    /// Every live object of class `T` at indices `from .. end` (what
+    /// [`slot`](Self::slot), the hidden filter and [`ObjectRef::typed`]
+    /// give, in one pass over the items). `T`'s class is checked once, before
+    /// the walk, so that each slot costs one pointer comparison.
+    ///
+    /// # Panics
+    /// If `T::class()` was built for another type (a broken `unsafe impl Object`).
+    #[inline]
+    pub(crate) fn live_of<T: Object>(
+        &self,
+        from: u32,
+        end: u32,
+    ) -> impl Iterator<Item = (Obj<T>, &T)> + '_ {
+        let class = Class::checked::<T>();
+        self.walk(from, end).filter_map(move |(index, item)| {
+            let header = item.object()?;
+            let serial = NonZeroU32::new(item.serial())?;
+            let f = item.flags();
+            if self.hides(index, f) {
+                return None;
+            }
+            // SAFETY: `header` is live while `&self` is borrowed.
+            if !std::ptr::eq(unsafe { header.as_ref() }.class(), class) {
+                return None;
+            }
+            self.touch(index, f);
+            // SAFETY: the class is `T`'s (checked above), so the header heads an
+            // ObjBox<T>, live while `&self` is borrowed, and the serial names it.
+            unsafe {
+                Some((
+                    AnyObj::new(index, serial).assume(),
+                    ObjBox::<T>::value(header),
+                ))
+            }
+        })
+    }
+
+    /// [`slot`](Self::slot) for an item the caller found.
+    #[inline]
+    pub(crate) fn slot_item<'h>(
+        &'h self,
+        names: &'h RwLock<Names>,
+        index: u32,
+        item: &'h Item,
+    ) -> Option<ObjectRef<'h>> {
         let header = item.object()?;
         let serial = NonZeroU32::new(item.serial())?;
         Some(ObjectRef {
@@ -1556,6 +1610,7 @@ impl<'h> ObjectRef<'h> {
         self.flags & flags::ROOT != 0
     }
     /// The value, if it is a `T`.
+    #[inline]
     pub fn downcast<T: Object>(&self) -> Option<&'h T> {
         if !self.class().is::<T>() {
             return None;
@@ -1575,6 +1630,7 @@ impl<'h> ObjectRef<'h> {
     /// let (h, v) = o.typed::<Coin>().unwrap();
     /// assert_eq!((h, v.0), (c, 4));
     /// ```
+    #[inline]
     pub fn typed<T: Object>(&self) -> Option<(Obj<T>, &'h T)> {
         let v = self.downcast::<T>()?;
         // SAFETY: the object this serial names is a `T` (`downcast` compared the class).

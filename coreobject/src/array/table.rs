@@ -298,6 +298,72 @@ impl Drop for Chunks {
     }
 }
 
+/// [`Table::walk`]: the items of a range of indices, a chunk at a time.
+pub(crate) struct Walk<'t> {
+    table: &'t Table,
+    /// The current chunk's items still to visit; the first is at `index`.
+    items: std::slice::Iter<'t, Item>,
+    index: u32,
+    /// Where the range's part in the next chunk starts.
+    next: u32,
+    end: u32,
+}
+
+impl Walk<'_> {
+    /// Moves on to the next chunk with items in range that exists; false at
+    /// the end of the range.
+    #[inline]
+    fn advance(&mut self) -> bool {
+        while self.next < self.end {
+            let start = self.next;
+            let c = start >> CHUNK_SHIFT;
+            let stop = (start | (CHUNK_SIZE - 1)).saturating_add(1).min(self.end);
+            self.next = stop;
+            if let Some(chunk) = self.table.chunk(c) {
+                let lo = (start & (CHUNK_SIZE - 1)) as usize;
+                self.items = chunk[lo..lo + (stop - start) as usize].iter();
+                self.index = start;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+impl<'t> Iterator for Walk<'t> {
+    type Item = (u32, &'t Item);
+
+    #[inline]
+    fn next(&mut self) -> Option<(u32, &'t Item)> {
+        loop {
+            if let Some(item) = self.items.next() {
+                let i = self.index;
+                self.index += 1;
+                return Some((i, item));
+            }
+            if !self.advance() {
+                return None;
+            }
+        }
+    }
+
+    /// A loop per chunk, so that `sum`, `count` and `for_each` run over a
+    /// plain slice.
+    #[inline]
+    fn fold<B, F: FnMut(B, Self::Item) -> B>(mut self, init: B, mut f: F) -> B {
+        let mut acc = init;
+        loop {
+            let base = self.index;
+            for (k, item) in std::mem::take(&mut self.items).enumerate() {
+                acc = f(acc, (base + k as u32, item));
+            }
+            if !self.advance() {
+                return acc;
+            }
+        }
+    }
+}
+
 /// Skipped runs up to this long join the free list; longer ones become gaps.
 pub(crate) const SMALL_GAP: u32 = 64;
 
@@ -371,6 +437,38 @@ impl Table {
         // `self.chunks`, which lives (and never moves its directory) as long as `self`.
         let dir = unsafe { std::slice::from_raw_parts(self.dir.as_ptr(), self.dir_len) };
         item_in(dir, index)
+    }
+
+    /// The items of chunk `c`, if it exists: [`item`](Self::item) for a
+    /// whole chunk, one directory load for `CHUNK_SIZE` items.
+    #[inline(always)]
+    fn chunk(&self, c: u32) -> Option<&[Item]> {
+        // SAFETY: `dir` points at the `dir_len` directory entries owned by
+        // `self.chunks`, which lives (and never moves its directory) as long as `self`.
+        let dir = unsafe { std::slice::from_raw_parts(self.dir.as_ptr(), self.dir_len) };
+        let base = dir.get(c as usize)?.load(Ordering::Acquire);
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null directory entry points at CHUNK_SIZE items that live as
+        // long as the directory (chunks never move or shrink); items are atomics, so
+        // shared references to them may coexist with other threads' stores.
+        Some(unsafe { std::slice::from_raw_parts(base, CHUNK_SIZE as usize) })
+    }
+
+    /// The items at indices `from .. end` whose chunks exist, in index
+    /// order, with their indices: the iterators' walk, which loads the chunk
+    /// directory once per chunk instead of once per item and skips chunks
+    /// never allocated (gaps left by `create_at`) whole.
+    #[inline]
+    pub(crate) fn walk(&self, from: u32, end: u32) -> Walk<'_> {
+        Walk {
+            table: self,
+            items: [].iter(),
+            index: from,
+            next: from,
+            end,
+        }
     }
 
     /// Reserves a slot index, lock-free, from any thread: one `fetch_sub`.

@@ -58,8 +58,9 @@ impl Heap {
     }
 
     pub(super) fn iter_range(&self, from: u32) -> impl Iterator<Item = ObjectRef<'_>> + '_ {
-        (from..self.array.high_water())
-            .filter_map(move |i| self.array.slot(&self.names, i))
+        self.array
+            .walk(from, self.array.high_water())
+            .filter_map(move |(i, item)| self.array.slot_item(&self.names, i, item))
             .filter(|o| !self.array.hides(o.id().index(), o.flags()))
     }
 
@@ -77,7 +78,14 @@ impl Heap {
         self.iter_range(0)
     }
 
-    /// Every live object of class `T` (Unreal's `TObjectIterator<T>`).
+    /// Every live object of class `T` (Unreal's `TObjectIterator<T>`), in
+    /// index order. One pass over the table that compares each object's
+    /// class with `T`'s (a pointer comparison; `T`'s class is checked once,
+    /// when the iterator is made).
+    ///
+    /// # Panics
+    /// If `T::class()` returns another type's class (a broken `unsafe impl
+    /// Object`; `#[derive(Object)]` never does).
     ///
     /// ```
     /// # use coreobject::{Heap, Object};
@@ -89,7 +97,7 @@ impl Heap {
     /// assert_eq!(heap.iter_of::<Coin>().map(|(_, c)| c.0).sum::<u32>(), 5);
     /// ```
     pub fn iter_of<T: Object>(&self) -> impl Iterator<Item = (Obj<T>, &T)> + '_ {
-        self.iter().filter_map(|o| o.typed::<T>())
+        self.array.live_of::<T>(0, self.array.high_water())
     }
 
     /// Live objects the collector considers: everything outside the
