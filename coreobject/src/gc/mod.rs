@@ -191,6 +191,17 @@
 //!   response before the forced finish). If creation still exceeds the debt limit, the next
 //!   tick finishes the cycle at once (as Unreal does when a new collection is
 //!   due while one is pending); [`CollectStats::forced`] says so.
+//! * **Starting in time.** The growth trigger's goal is
+//!   [`GcConfig::growth`] times what the last major cycle marked (not the
+//!   objects allocated after it, which count all it let the program
+//!   create). A timed major cycle starts when the objects allocated plus
+//!   its lead, what the program is expected to create while it runs (the
+//!   last timed major cycle's creation per second of collector time, times
+//!   this one's time from that cycle's costs per object marked and per
+//!   object freed, and a quarter more), reach the goal, so that it ends
+//!   near the goal rather than past it by all it let the program create
+//!   (Go's pacer); with minor cycles, not before one has run since the
+//!   last major cycle.
 //!
 //! # Generational collection
 //!
