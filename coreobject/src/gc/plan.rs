@@ -77,6 +77,9 @@ impl Collector {
     ///   created while that one ran are young, and a minor cycle frees
     ///   those that died for less than a major one (a collector that
     ///   cannot keep up would otherwise run major cycles back to back).
+    ///   Nor when the lead is as long as the runway from the live heap to
+    ///   the goal: the collector is behind the program, and the old
+    ///   generation (every object, without minor cycles) alone decides.
     fn growth_due(&self, growth: f64, considered: usize, minors: bool) -> bool {
         let c = &self.config;
         let base = self.major_survivors;
@@ -96,7 +99,13 @@ impl Collector {
         let lead = self
             .major_pace
             .map_or(0, |p| p.lead(base, considered.saturating_sub(base)));
-        considered.saturating_add(lead) >= goal
+        // A lead as long as the whole runway from the live heap to the goal:
+        // the collector cannot finish a major cycle before the heap passes
+        // the goal however early it starts (it is behind the program), and
+        // starting one as soon as it may would run major cycles nearly back
+        // to back, each marking the whole heap, where minor cycles free the
+        // young garbage for less. Then the old generation alone decides.
+        lead < goal.saturating_sub(base) && considered.saturating_add(lead) >= goal
     }
 
     /// A minor cycle, if the young threshold (set, or derived from the
