@@ -482,12 +482,12 @@ fn the_growth_goal_is_twice_what_the_last_major_cycle_marked() {
     ignore = "tens of thousands of objects for a policy: the table holds 4,096 under miri"
 )]
 fn a_timed_major_cycle_starts_early_enough_to_end_at_its_goal() {
-    let timed = || {
+    let timed = |growth| {
         heap_with(GcConfig {
             // Timed (a deadline no tick reaches here: each runs a whole cycle).
             incremental: Some(Duration::from_secs(3_600)),
             young_threshold: Some(usize::MAX / 2),
-            growth: Some(2.0),
+            growth: Some(growth),
             growth_floor: 0,
             // The major cycle below is not finished at once however much
             // the program creates during it.
@@ -496,7 +496,7 @@ fn a_timed_major_cycle_starts_early_enough_to_end_at_its_goal() {
         })
     };
     // per: objects created between two slices of 64 units of the major.
-    let run = |heap: &mut Heap, per: usize| {
+    let run = |heap: &mut Heap, growth: f64, per: usize| {
         let _world = old_world(heap, 16_000);
         let live = 16_001;
         for _ in 0..16_000 {
@@ -506,7 +506,7 @@ fn a_timed_major_cycle_starts_early_enough_to_end_at_its_goal() {
         // it let the program create is the lead the next one is given.
         let s = major_with_births(heap, per);
         assert_eq!(s.freed, 16_000, "{s:?}");
-        let goal = 2 * s.marked.min(live + s.born);
+        let goal = (s.marked.min(live + s.born) as f64 * growth) as usize;
         // No minor cycle has run since the major one: no major is due,
         // whatever the heap holds.
         let t = heap.tick(Duration::from_millis(16));
@@ -528,9 +528,10 @@ fn a_timed_major_cycle_starts_early_enough_to_end_at_its_goal() {
         }
         (started, goal, s.born)
     };
-    // About 3,000 objects created during a cycle of about 250 slices: a
-    // lead well short of the runway (16,000).
-    let (started, goal, born) = run(&mut timed(), 12);
+    // About 12,000 objects created during a cycle of about 1,000 slices,
+    // the goal twice the live heap: a lead well short of the runway
+    // (16,000; the lead was 7,000-9,000 where the major started, in six runs).
+    let (started, goal, born) = run(&mut timed(2.0), 2.0, 12);
     assert!(born >= 2_000, "{born}");
     let (at, trigger) = started.expect("a major cycle");
     assert_eq!(trigger, Trigger::Growth);
@@ -538,12 +539,13 @@ fn a_timed_major_cycle_starts_early_enough_to_end_at_its_goal() {
         at + 1_000 <= goal,
         "a paced major starts before the heap reaches its goal ({at} objects, goal {goal}, {born} created during the last major)"
     );
-    // Tens of times as many (40 a slice: the cycle's last step, which
-    // looks at what was created during it, gains 24 a slice): a lead past
-    // the runway, the collector behind the program. Starting at once would
-    // not end the cycle by the goal; the old generation decides (here it
-    // never grows: young garbage does).
-    let (started, goal, born) = run(&mut timed(), 40);
+    // Ten times as many (40 a slice: the cycle's last step, which looks at
+    // what was created during it, gains 24 a slice), the goal a quarter
+    // above the live heap: a lead past the runway (4,000; the lead is
+    // ten times the first case's here), the collector behind the program. Starting at
+    // once would not end the cycle by the goal; the old generation decides
+    // (here it never grows: young garbage does).
+    let (started, goal, born) = run(&mut timed(1.25), 1.25, 40);
     assert!(born >= 40_000, "{born}");
     assert_eq!(
         started, None,
