@@ -119,8 +119,19 @@ pub struct GcConfig {
     /// Collect on every tick (for debugging).
     pub every_frame: bool,
     /// Collect when the objects the collector considers have grown by this
-    /// factor since the last cycle's survivors (Lua's pause, gc-arena's
-    /// pacing): 2.0 collects each time the heap doubles. Must be above 1.
+    /// factor since the last major cycle found the live heap (the objects it
+    /// marked; Lua's pause, gc-arena's pacing, Go's `GOGC`): 2.0 collects
+    /// each time the heap doubles. Must be above 1. With minor cycles
+    /// ([`young_threshold`](Self::young_threshold),
+    /// [`young_share`](Self::young_share)) the old generation is what
+    /// counts. With an [`incremental`](Self::incremental) budget, the
+    /// program creates objects while a cycle runs, so a major cycle starts
+    /// early enough to end when every object, young ones included, reaches
+    /// the goal (Go's pacer): by the objects the last major cycle let the
+    /// program create per second of its time, times this one's time
+    /// estimated from the last one's costs per object marked and freed, and
+    /// a quarter more for the estimate's error; with minor cycles, not
+    /// before one has run since the last major cycle.
     pub growth: Option<f64>,
     /// With [`growth`](Self::growth): never collect below this many objects.
     pub growth_floor: usize,

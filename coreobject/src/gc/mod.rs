@@ -191,6 +191,17 @@
 //!   response before the forced finish). If creation still exceeds the debt limit, the next
 //!   tick finishes the cycle at once (as Unreal does when a new collection is
 //!   due while one is pending); [`CollectStats::forced`] says so.
+//! * **Starting in time.** The growth trigger's goal is
+//!   [`GcConfig::growth`] times what the last major cycle marked (not the
+//!   objects allocated after it, which count all it let the program
+//!   create). A timed major cycle starts when the objects allocated plus
+//!   its lead, what the program is expected to create while it runs (the
+//!   last timed major cycle's creation per second of collector time, times
+//!   this one's time from that cycle's costs per object marked and per
+//!   object freed, and a quarter more), reach the goal, so that it ends
+//!   near the goal rather than past it by all it let the program create
+//!   (Go's pacer); with minor cycles, not before one has run since the
+//!   last major cycle.
 //!
 //! # Generational collection
 //!
@@ -520,8 +531,22 @@ pub(crate) struct Collector {
     /// Objects marked as garbage since the last cycle (with `gen`): a minor
     /// cycle frees the old ones among them too.
     garbage: Mutex<Vec<AnyObj>>,
-    /// Objects the collector considered after the last major cycle.
+    /// The live heap the growth trigger measures from: the objects the
+    /// last major cycle marked (alive at its start and reachable), at most
+    /// the objects considered after it. Not the count after it: a cycle run
+    /// in slices lets the program create objects while it runs, which
+    /// survive it whatever they are, and a base that counted them would
+    /// grow by them at every major cycle (the goal with it).
     major_survivors: usize,
+    /// What the last major cycle run in slices tells of the next one's
+    /// length and of the heap's growth meanwhile (see
+    /// `Collector::growth_due`); `None` before one or after one run whole.
+    major_pace: Option<plan::MajorPace>,
+    /// Minor cycles completed since the last major one.
+    minors_since_major: usize,
+    /// The old generation after the last cycle: the objects considered
+    /// after it, less those created while it ran (they survive it, young).
+    old_survivors: usize,
     bits: Vec<u64>,
     queue: VecDeque<u64>,
     /// Objects traced in part: handle bits and next piece (see
@@ -598,6 +623,9 @@ impl Collector {
             spare_written: Vec::new(),
             garbage: Mutex::new(Vec::new()),
             major_survivors: 0,
+            major_pace: None,
+            minors_since_major: 0,
+            old_survivors: 0,
             bits: Vec::new(),
             queue: VecDeque::new(),
             partial: Vec::new(),
@@ -1158,6 +1186,7 @@ impl Collector {
         stats.live = array.len();
         stats.forced = cycle.forced;
         self.survivors = array.len().saturating_sub(array.pool_end() as usize);
+        self.old_survivors = self.survivors.saturating_sub(stats.born);
         self.bytes_since_gc.store(0, Ordering::Relaxed);
         let t = &mut self.totals;
         match stats.kind {
@@ -1165,13 +1194,16 @@ impl Collector {
                 // The interval counts from the last major cycle: minor ones
                 // in between do not put it off.
                 self.since_last = Duration::ZERO;
-                self.major_survivors = self.survivors;
+                self.major_survivors = stats.marked.min(self.survivors);
+                self.major_pace = plan::MajorPace::from_stats(&stats);
+                self.minors_since_major = 0;
                 self.secs_per_live =
                     Some(stats.total.as_secs_f64() / cycle.live_at_start.max(1) as f64);
                 t.major_collections += 1;
             }
             CycleKind::Minor => {
                 stats.promoted = stats.marked;
+                self.minors_since_major += 1;
                 t.minor_collections += 1;
             }
         }

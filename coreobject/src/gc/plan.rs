@@ -30,16 +30,7 @@ impl Collector {
         let c = &self.config;
         let considered = || array.len().saturating_sub(array.pool_end() as usize);
         let major = |t| Some((t, CycleKind::Major));
-        // With minor cycles on the young threshold, growth is the old
-        // generation's: what survived the last cycle against what survived
-        // the last major one (young objects are the minors' business).
-        // Otherwise every object counts, against the last cycle's survivors.
         let minors = c.generational && (c.young_threshold.is_some() || c.young_share.is_some());
-        let (base, now) = if minors {
-            (self.major_survivors, self.survivors)
-        } else {
-            (self.survivors, considered())
-        };
         if !self.enabled {
             None
         } else if c.every_frame {
@@ -55,14 +46,66 @@ impl Collector {
             .is_some_and(|t| self.bytes_since_gc.load(Ordering::Relaxed) >= t)
         {
             major(Trigger::Bytes)
-        } else if c.growth.is_some_and(|g| {
-            let goal = (base as f64 * g) as usize;
-            now >= goal.max(c.growth_floor)
-        }) {
+        } else if c
+            .growth
+            .is_some_and(|g| self.growth_due(g, considered(), minors))
+        {
             major(Trigger::Growth)
         } else {
             self.young_due(array)
         }
+    }
+
+    /// Whether the growth trigger fires: the heap's goal is `growth` times
+    /// the live heap the last major cycle found (the objects it marked; at
+    /// least [`GcConfig::growth_floor`](crate::GcConfig::growth_floor)).
+    ///
+    /// * A cycle run whole starts when the heap reaches the goal: with
+    ///   minor cycles (`minors`), the old generation (what survived the last
+    ///   cycle, less what was created while it ran: young objects are the
+    ///   minors' business), otherwise every
+    ///   object the collector considers.
+    /// * A timed cycle also starts early enough to end at the goal (Go's
+    ///   pacer): the program goes on creating objects while it runs, and no
+    ///   minor cycle runs meanwhile, so it starts when every object
+    ///   considered, young ones included, plus the objects the program is
+    ///   expected to create while it runs ([`MajorPace::lead`]), reaches
+    ///   the goal. Started at the goal instead, a sliced cycle ends with the
+    ///   heap above it by all it let the program create (in a game's
+    ///   frames, as much again as the live heap). With minor cycles, not
+    ///   before one has run since the last major cycle: the objects
+    ///   created while that one ran are young, and a minor cycle frees
+    ///   those that died for less than a major one (a collector that
+    ///   cannot keep up would otherwise run major cycles back to back).
+    ///   Nor when the lead is as long as the runway from the live heap to
+    ///   the goal: the collector is behind the program, and the old
+    ///   generation (every object, without minor cycles) alone decides.
+    fn growth_due(&self, growth: f64, considered: usize, minors: bool) -> bool {
+        let c = &self.config;
+        let base = self.major_survivors;
+        let goal = ((base as f64 * growth) as usize).max(c.growth_floor);
+        let now = if minors {
+            self.old_survivors
+        } else {
+            considered
+        };
+        if now >= goal {
+            return true;
+        }
+        let timed = c.incremental.is_some_and(|b| b != Duration::MAX);
+        if !timed || (minors && self.minors_since_major == 0) {
+            return false;
+        }
+        let lead = self
+            .major_pace
+            .map_or(0, |p| p.lead(base, considered.saturating_sub(base)));
+        // A lead as long as the whole runway from the live heap to the goal:
+        // the collector cannot finish a major cycle before the heap passes
+        // the goal however early it starts (it is behind the program), and
+        // starting one as soon as it may would run major cycles nearly back
+        // to back, each marking the whole heap, where minor cycles free the
+        // young garbage for less. Then the old generation alone decides.
+        lead < goal.saturating_sub(base) && considered.saturating_add(lead) >= goal
     }
 
     /// A minor cycle, if the young threshold (set, or derived from the
@@ -195,6 +238,55 @@ impl Collector {
     }
 }
 
+/// What the last major cycle run in slices measured, from which the growth
+/// trigger estimates the next one's lead: the objects the program will
+/// create while it runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct MajorPace {
+    /// Objects created per second of the collector's time in the cycle.
+    born_per_sec: f64,
+    /// Marking's time per object marked, in seconds.
+    mark_secs: f64,
+    /// The purge's time (sweep, destruction, freeing) per object freed, in
+    /// seconds (marking's, when the cycle freed nothing).
+    free_secs: f64,
+}
+
+impl MajorPace {
+    /// From a completed major cycle's stats; `None` when it ran whole (no
+    /// object could be created while it ran) or measured nothing.
+    pub(super) fn from_stats(s: &super::CollectStats) -> Option<MajorPace> {
+        let total = s.total.as_secs_f64();
+        (s.slices > 1 && total > 0.0).then(|| MajorPace {
+            born_per_sec: s.born as f64 / total,
+            mark_secs: s.mark.as_secs_f64() / s.marked.max(1) as f64,
+            // A cycle that freed nothing measured no freeing: taken to cost
+            // what marking an object does.
+            free_secs: match s.freed {
+                0 => s.mark.as_secs_f64() / s.marked.max(1) as f64,
+                n => (s.sweep + s.destroy).as_secs_f64() / n as f64,
+            },
+        })
+    }
+
+    /// The objects the program is expected to create while a major cycle
+    /// marks `live` objects and frees `garbage`, with a quarter more for the
+    /// estimate's error (the cycle aims to end at [`PACE_TARGET`] of its
+    /// lead): the last cycle's creation rate times the time its costs per
+    /// object give this one. Marking and freeing are costed apart because
+    /// freeing an object costs several times marking one, so a cycle's
+    /// length follows the garbage it finds, not only the heap it marks.
+    pub(super) fn lead(&self, live: usize, garbage: usize) -> usize {
+        let secs = self.mark_secs * live as f64 + self.free_secs * garbage as f64;
+        let lead = self.born_per_sec * secs / PACE_TARGET;
+        if lead.is_finite() && lead > 0.0 {
+            lead.min(usize::MAX as f64) as usize
+        } else {
+            0
+        }
+    }
+}
+
 /// How long a timed slice of `slice` may run when `born` objects were
 /// created during a cycle that began with `live` alive, under the debt
 /// limit `limit` (see `Collector::grade`): `None` below [`GRADE_FROM`] of
@@ -231,5 +323,53 @@ mod tests {
         assert_eq!(graded(ms(2), 2.0, 1_000, 1_500), Some(ms(2).mul_f64(1.25)));
         assert_eq!(graded(ms(2), f64::NAN, 1_000, 5_000), None);
         assert_eq!(graded(ms(2), 0.0, 1_000, 5_000), None);
+    }
+
+    /// The lead of a paced major cycle: the objects the last one let the
+    /// program create per second of its time, times this one's time from
+    /// the last one's costs per object marked and per object freed, and a
+    /// quarter more for the estimate's error; nothing from a cycle run
+    /// whole.
+    #[test]
+    fn a_major_cycles_lead_follows_its_marking_and_its_freeing() {
+        let s = crate::CollectStats {
+            slices: 40,
+            total: Duration::from_secs(4),
+            mark: Duration::from_secs(1),
+            sweep: Duration::from_secs(1),
+            destroy: Duration::from_secs(2),
+            marked: 1_000,
+            freed: 1_000,
+            born: 4_000,
+            ..crate::CollectStats::default()
+        };
+        let p = MajorPace::from_stats(&s).unwrap();
+        // 1,000 objects created a second; marking 1 ms an object, freeing 3.
+        let near = |a: usize, b: usize| a.abs_diff(b) <= 1;
+        assert!(
+            near(p.lead(1_000, 1_000), 5_000),
+            "{}",
+            p.lead(1_000, 1_000)
+        );
+        assert!(near(p.lead(1_000, 0), 1_250), "{}", p.lead(1_000, 0));
+        assert!(
+            near(p.lead(2_000, 3_000), 13_750),
+            "{}",
+            p.lead(2_000, 3_000)
+        );
+        assert_eq!(
+            MajorPace::from_stats(&crate::CollectStats {
+                slices: 1,
+                ..s.clone()
+            }),
+            None
+        );
+        // Nothing freed: freeing taken to cost what marking does.
+        let none_freed = MajorPace::from_stats(&crate::CollectStats { freed: 0, ..s }).unwrap();
+        assert!(
+            near(none_freed.lead(1_000, 1_000), 2_500),
+            "{}",
+            none_freed.lead(1_000, 1_000)
+        );
     }
 }

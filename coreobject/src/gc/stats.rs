@@ -19,9 +19,10 @@ pub enum Trigger {
     ObjectCount,
     /// [`GcConfig::bytes_threshold`](crate::GcConfig::bytes_threshold) reached.
     Bytes,
-    /// [`GcConfig::growth`](crate::GcConfig::growth): the live count grew by
-    /// that factor since the last collection's survivors (since the last
-    /// major cycle's, with [`GcConfig::generational`](crate::GcConfig::generational)).
+    /// [`GcConfig::growth`](crate::GcConfig::growth): the objects allocated
+    /// (the old generation, with minor cycles) grew by that factor since the
+    /// last major cycle marked the live heap, or will have by the time a
+    /// timed cycle started now ends.
     Growth,
     /// [`GcConfig::young_threshold`](crate::GcConfig::young_threshold): that
     /// many objects were created since the last cycle (a minor cycle).
