@@ -901,10 +901,10 @@ impl Collector {
         // inside that slice (in the demo at a million objects, 2-15 ms
         // late in a cycle, in the purge, when the list held millions; the
         // buffer started empty each cycle). Room for as many as the queue
-        // has (twice the objects live, or young and remembered): a cycle
-        // that creates more still grows the list in a slice. The buffer
-        // is kept from cycle to cycle, so the room is made again only as
-        // the heap grows.
+        // has (twice the objects live, or young and remembered); a cycle
+        // that creates more than half of that grows the list a piece per
+        // slice (`retire::GrowingList`). The buffer is kept from cycle to
+        // cycle, so the room is made again only as the heap grows.
         let mut born = std::mem::take(&mut self.spare_list);
         born.clear();
         if kind == CycleKind::Major && self.young.capacity() > born.capacity() {
