@@ -1258,6 +1258,13 @@ impl ObjectArray {
         self.table.take_recorded(out);
     }
 
+    /// [`take_born`](Self::take_born) into a list whose buffer was sized
+    /// ahead (a cycle's born list): appended while it has room, so the
+    /// buffer stays `out`'s.
+    pub(crate) fn take_born_into(&mut self, out: &mut Vec<u32>) {
+        self.table.take_recorded_into(out);
+    }
+
     /// Puts `list` before the slots handed out since the last
     /// [`take_born`](Self::take_born), so that the next one returns them
     /// all, without copying `list`; returns a spare buffer.

@@ -732,6 +732,23 @@ impl Table {
         }
     }
 
+    /// Moves the recorded indices to the end of `out`, keeping `out`'s
+    /// buffer when it has room for them (a copy of the indices recorded
+    /// since the last call, no growth), and swapping buffers only when an
+    /// empty `out` has no room (no copy). For a cycle's born list, whose
+    /// room is made when the cycle starts: [`take_recorded`](Self::take_recorded)
+    /// would hand that room to the table at the first call, and the list
+    /// would then double inside later slices, copying all it holds.
+    pub(crate) fn take_recorded_into(&mut self, out: &mut Vec<u32>) {
+        if let Some(t) = &mut self.taken {
+            if out.is_empty() && out.capacity() < t.len() {
+                std::mem::swap(out, t);
+            } else {
+                out.append(t);
+            }
+        }
+    }
+
     /// Makes `list` the front of the recorded indices (those recorded since
     /// follow it), without copying it; returns the buffer it replaces.
     /// Not recording: returns `list`.

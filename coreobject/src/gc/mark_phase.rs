@@ -37,7 +37,7 @@ impl Collector {
         budget: &mut Budget,
     ) -> bool {
         stage.array.sync();
-        stage.array.take_born(&mut cycle.born);
+        stage.array.take_born_into(cycle.born.appendable());
         stage.array.take_touched(&mut self.regrey);
         // Objects changed since the previous slice (the re-scan list is a
         // stack: they are on top of what earlier slices left).

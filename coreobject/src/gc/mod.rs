@@ -322,6 +322,7 @@ pub(crate) mod mark;
 mod mark_phase;
 mod par;
 mod plan;
+pub(crate) mod retire;
 pub(crate) mod stats;
 mod sweep;
 
@@ -431,7 +432,7 @@ struct Cycle {
     /// How much of the root list marking has read.
     roots_seen: usize,
     /// Objects created during the cycle, found so far.
-    born: Vec<u32>,
+    born: retire::GrowingList,
     /// How many of `born` marking has scanned.
     born_seen: usize,
     /// Pending objects found not ready by this cycle's poll step.
@@ -604,6 +605,9 @@ pub(crate) struct Collector {
     pool: Option<par::Pool>,
     /// Work units the last slice did (see [`Tick::work`]).
     slice_work: usize,
+    /// Buffers a cycle's start replaced with bigger ones, given back a
+    /// piece per slice.
+    retired: retire::Retired,
 }
 
 impl Collector {
@@ -650,6 +654,7 @@ impl Collector {
             post: Vec::new(),
             pool: None,
             slice_work: 0,
+            retired: retire::Retired::default(),
         }
     }
 
@@ -678,6 +683,17 @@ impl Collector {
     pub(crate) fn young_capacity(&self) -> usize {
         self.young.capacity()
     }
+    /// Bytes of replaced buffers not given back yet.
+    #[cfg(test)]
+    pub(crate) fn retired_bytes(&self) -> usize {
+        self.retired.bytes()
+    }
+    /// Room in the born list of the cycle in flight (0 without one).
+    #[cfg(test)]
+    pub(crate) fn born_capacity(&self) -> usize {
+        self.cycle.as_ref().map_or(0, |c| c.born.capacity())
+    }
+
     pub(crate) fn pending_len(&self) -> usize {
         self.pending.len()
     }
@@ -707,6 +723,7 @@ impl Collector {
     pub(crate) fn memory_bytes(&self) -> usize {
         self.bits.capacity() * 8
             + self.queue.capacity() * 8
+            + self.retired.bytes()
             + self.partial.capacity() * 16
             + self.regrey.capacity() * 4
             + (self.spare_list.capacity() + self.spare_written.capacity()) * 4
@@ -716,7 +733,8 @@ impl Collector {
             + self.traced.capacity() * 8
             + self.shaded.capacity() * 8
             + self.cycle.as_ref().map_or(0, |c| {
-                (c.born.capacity() + c.looks.capacity()) * 4
+                c.born.bytes()
+                    + c.looks.capacity() * 4
                     + c.waiting.capacity() * std::mem::size_of::<Pending>()
             })
     }
@@ -898,9 +916,33 @@ impl Collector {
             CycleKind::Minor => list.len() + remembered,
         };
         if sliced && self.queue.capacity() < room {
-            // The old buffer first, so that the allocator may reuse it.
-            self.queue = VecDeque::new();
+            // The old buffer is given back in pieces, in later slices
+            // (see `retire`): dropped here, its touched pages went back
+            // to the kernel in this slice.
+            self.retired
+                .retire(Vec::from(std::mem::take(&mut self.queue)));
             self.queue = VecDeque::with_capacity(room);
+        }
+        // The born list's room, for the same reason: the objects created
+        // during a sliced cycle join it at every slice, and a list that
+        // outgrows its buffer copies all it holds into one twice its size
+        // inside that slice (in the demo at a million objects, 2-15 ms
+        // late in a cycle, in the purge, when the list held millions; the
+        // buffer started empty each cycle). Room for as many as the queue
+        // has (twice the objects live, or young and remembered); a cycle
+        // that creates more than half of that grows the list a piece per
+        // slice (`retire::GrowingList`). The buffer is kept from cycle to
+        // cycle, so the room is made again only as the heap grows.
+        let mut born = std::mem::take(&mut self.spare_list);
+        born.clear();
+        if kind == CycleKind::Major && self.young.capacity() > born.capacity() {
+            // Cleared above: the young list's buffer serves.
+            std::mem::swap(&mut born, &mut self.young);
+        }
+        if sliced && born.capacity() < room {
+            // As the queue's old buffer, the old list's goes in pieces.
+            self.retired.retire(std::mem::take(&mut born));
+            born = Vec::with_capacity(room);
         }
         self.shaded.clear();
         self.partial.clear();
@@ -925,7 +967,7 @@ impl Collector {
                 1
             },
             roots_seen: 0,
-            born: std::mem::take(&mut self.spare_list),
+            born: retire::GrowingList::new(born),
             born_seen: 0,
             waiting: Vec::new(),
             ready: Vec::new(),
@@ -996,10 +1038,15 @@ impl Collector {
         } else {
             budget
         };
+        // A piece of the buffers a cycle's start replaced (see `retire`).
+        self.retired.give_back_piece();
         // Fold in the slots handed out since the previous slice before
         // anything is freed (freeing writes the allocator's cursor).
         stage.array.sync();
-        stage.array.take_born(&mut cycle.born);
+        stage.array.take_born_into(cycle.born.appendable());
+        // A piece of the born list's growth, if it is half full (see
+        // `GrowingList`): never a copy of the whole list in one slice.
+        cycle.born.advance(&mut self.retired);
         self.pace(&mut cycle, &mut budget, t0);
         let mut caught: Caught = None;
         let mut done = false;
@@ -1034,7 +1081,7 @@ impl Collector {
         } else {
             if let Some(limit) = self.config.incremental_debt {
                 stage.array.sync();
-                stage.array.take_born(&mut cycle.born);
+                stage.array.take_born_into(cycle.born.appendable());
                 let born = cycle.born.len();
                 if born as f64 > limit * cycle.live_at_start.max(1) as f64 {
                     cycle.forced = true;
@@ -1052,9 +1099,9 @@ impl Collector {
     fn abandon(&mut self, stage: &mut Stage<'_>, mut cycle: Box<Cycle>) {
         let array = &mut *stage.array;
         array.sync();
-        array.take_born(&mut cycle.born);
+        array.take_born_into(cycle.born.appendable());
         array.stop_recording();
-        for &i in &cycle.born {
+        for &i in cycle.born.iter() {
             array.at(i).clear(flags::BORN);
         }
         for &i in &cycle.written {
@@ -1096,7 +1143,7 @@ impl Collector {
     ) -> CollectStats {
         let array = &mut *stage.array;
         array.sync();
-        array.take_born(&mut cycle.born);
+        array.take_born_into(cycle.born.appendable());
         // What `Settle` did not reach (objects created since its last slice).
         if let Step::Settle(k) = cycle.step {
             for &i in &cycle.born[k.min(cycle.born.len())..] {
@@ -1153,7 +1200,7 @@ impl Collector {
             // are, so neither this step nor the next cycle's start copies
             // them (a million objects at a time in the demo).
             self.young.clear();
-            let spare = array.prepend_born(std::mem::take(&mut cycle.born));
+            let spare = array.prepend_born(cycle.born.take(&mut self.retired));
             drop(spare);
         } else {
             for &i in &cycle.written {
@@ -1173,6 +1220,11 @@ impl Collector {
         // make the allocator consolidate the chunks the purge just freed,
         // inside this step (several milliseconds at a million objects).
         let mut list = std::mem::take(&mut cycle.list);
+        if cycle.born.capacity() > list.capacity() {
+            // Not generational: the born list's buffer (and its room) is
+            // the one to keep.
+            list = cycle.born.take(&mut self.retired);
+        }
         list.clear();
         self.spare_list = list;
         let mut looks = std::mem::take(&mut cycle.looks);

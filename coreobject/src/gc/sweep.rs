@@ -630,7 +630,7 @@ impl Collector {
                     // the last few (created since this slice began) are
                     // cleared by `complete`, under the same borrow.
                     stage.array.sync();
-                    stage.array.take_born(&mut cycle.born);
+                    stage.array.take_born_into(cycle.born.appendable());
                     while k < cycle.born.len() {
                         let i = cycle.born[k];
                         // Young after the cycle, as every object created
