@@ -14,15 +14,15 @@
 //! Tests that deadlocked before the fix run under [`within`], so that they
 //! fail instead of hanging.
 
+mod common;
+
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Barrier, OnceLock};
 use std::time::Duration;
 
-use coreobject::{
-    Class, DestroyCx, Error, Heap, HeapConfig, Lifecycle, Obj, Object, ObjectFlags, Trace, Visitor,
-};
+use coreobject::{DestroyCx, Error, Heap, HeapConfig, Lifecycle, Obj, Object, ObjectFlags};
 
 /// Runs `f` on its own thread and returns its result, or fails the test if
 /// it has not returned within ten seconds (a deadlock).
@@ -58,27 +58,7 @@ struct Named {
     id: u64,
 }
 
-/// Owns heap memory, which a `Named` (a `u64`) does not.
-struct Forged {
-    _text: Vec<String>,
-}
-
-impl Trace for Forged {
-    const NEEDS_TRACE: bool = false;
-    fn trace<V: Visitor + ?Sized>(&self, _v: &mut V) {}
-}
-
-impl Lifecycle for Forged {
-    const HAS_HOOKS: bool = false;
-}
-
-// SAFETY: deliberately broken (it answers `Named`'s class): this test checks
-// that creation refuses it before any object carries the forged class.
-unsafe impl Object for Forged {
-    fn class() -> &'static Class {
-        Named::class()
-    }
-}
+common::forged_class!(Forged, Named);
 
 #[test]
 fn creation_refuses_a_class_built_for_another_type() {

@@ -17,12 +17,12 @@
 //! the class comparison or the hidden filter dropped, and (the panic test)
 //! with `iter_of`'s class check made lazily, in the walk.
 
+mod common;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use coreobject::{
-    AnyObj, Class, GcConfig, Heap, HeapConfig, Lifecycle, Object, Trace, Visitor, CHUNK_SIZE,
-};
+use coreobject::{AnyObj, GcConfig, Heap, HeapConfig, Object, CHUNK_SIZE};
 
 #[derive(Object)]
 struct Apple {
@@ -292,27 +292,7 @@ fn iteration_while_threads_create() {
     }
 }
 
-/// Owns heap memory, which an `Apple` (a `u64`) does not.
-struct Forged {
-    _text: Vec<String>,
-}
-
-impl Trace for Forged {
-    const NEEDS_TRACE: bool = false;
-    fn trace<V: Visitor + ?Sized>(&self, _v: &mut V) {}
-}
-
-impl Lifecycle for Forged {
-    const HAS_HOOKS: bool = false;
-}
-
-// SAFETY: deliberately broken (it answers `Apple`'s class): `iter_of` must
-// refuse it before it yields an apple as a `Forged`.
-unsafe impl Object for Forged {
-    fn class() -> &'static Class {
-        Apple::class()
-    }
-}
+common::forged_class!(Forged, Apple);
 
 /// `iter_of` checks the class when the iterator is made, not when it is
 /// first advanced: a forged class panics even if the iterator is never

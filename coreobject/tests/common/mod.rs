@@ -71,3 +71,37 @@ pub fn step(heap: &mut Heap, kind: CycleKind, work: usize) -> Tick {
         _ => heap.step_minor(work),
     }
 }
+
+/// Declares `$forged`, a type whose hand-written `Object` impl answers
+/// `$real`'s class: deliberately broken, and unlike `$real` it owns heap
+/// memory (`_text`), so that a library that took it for `$real` would read
+/// one as the other. The tests that use it check the library refuses it.
+#[allow(unused_macros)]
+macro_rules! forged_class {
+    ($forged:ident, $real:ty) => {
+        /// Owns heap memory, which the class it claims does not.
+        struct $forged {
+            _text: Vec<String>,
+        }
+
+        impl coreobject::Trace for $forged {
+            const NEEDS_TRACE: bool = false;
+            fn trace<V: coreobject::Visitor + ?Sized>(&self, _v: &mut V) {}
+        }
+
+        impl coreobject::Lifecycle for $forged {
+            const HAS_HOOKS: bool = false;
+        }
+
+        // SAFETY: deliberately broken (it answers another type's class):
+        // the tests that declare it check the library refuses it before
+        // any object is taken for the wrong type.
+        unsafe impl coreobject::Object for $forged {
+            fn class() -> &'static coreobject::Class {
+                <$real as coreobject::Object>::class()
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use forged_class;
