@@ -57,9 +57,12 @@ impl Rng {
 /// The model: the world's kids (each with the grandchildren hung on it),
 /// and the objects that became unreachable, with the major cycles completed
 /// when they did.
+/// A world's kid: its handle, its value, and its own kids with theirs.
+type Parent = (Obj<Node>, u64, Vec<(Obj<Node>, u64)>);
+
 #[derive(Default)]
 struct Model {
-    parents: Vec<(Obj<Node>, u64, Vec<(Obj<Node>, u64)>)>,
+    parents: Vec<Parent>,
     dead: Vec<(Obj<Node>, usize)>,
 }
 
