@@ -113,7 +113,7 @@ fn check(heap: &Heap, world: Obj<Node>, m: &mut Model, round: usize) -> usize {
 /// heap is driven by `tick` and by `step`.
 #[test]
 fn the_model_holds_while_threads_create_and_settings_switch() {
-    let (rounds, per) = if cfg!(miri) { (40, 6) } else { (1_500, 300) };
+    let (rounds, per) = if cfg!(miri) { (40, 6) } else { (600, 300) };
     let mut heap = heap_with(GcConfig {
         incremental: Some(Duration::from_micros(100)),
         growth: Some(2.0),
