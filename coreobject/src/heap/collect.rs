@@ -304,6 +304,10 @@ mod tests {
     /// doubles in later slices), or when the first slice hands the room to
     /// the allocator's record (`take_born` instead of `take_born_into`).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe collector bookkeeping (the born list's room, retired buffers); the unsafe code it reaches runs in the other miri tests, and these three took about 100 s there"
+    )]
     fn no_slice_of_a_cycle_grows_its_born_list() {
         // (objects kept, garbage, created between two slices, budget)
         let (kept, garbage, per, n) = if cfg!(miri) {
@@ -415,6 +419,10 @@ mod tests {
     /// cycle's first slice in the demo at a million objects). Fails when
     /// the start drops them (nothing retired after its slice).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe collector bookkeeping (the born list's room, retired buffers); the unsafe code it reaches runs in the other miri tests, and these three took about 100 s there"
+    )]
     fn replaced_buffers_go_back_a_piece_per_slice() {
         use crate::gc::retire::PIECE_BYTES;
         let (n, per) = if cfg!(miri) { (1_000, 2) } else { (50_000, 16) };
@@ -481,6 +489,10 @@ mod tests {
     /// the slices do not advance the growth (`GrowingList::advance` not
     /// called: appends reallocate the list, nothing is retired).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe collector bookkeeping (the born list's room, retired buffers); the unsafe code it reaches runs in the other miri tests, and these three took about 100 s there"
+    )]
     fn a_born_list_past_its_room_grows_a_piece_per_slice() {
         let (kept, per, n) = if cfg!(miri) {
             (600, 12, 16)
