@@ -620,12 +620,29 @@ impl Collector {
                         cycle.step = Step::Free(next);
                         return false;
                     }
-                    // Every free of the cycle is done: drop the index's
-                    // stale entries if they have come to dominate it.
-                    stage.names.get_mut().tidy();
+                    // Every free of the cycle is done: begin dropping the
+                    // name index's stale entries if they have come to
+                    // dominate it (in steps, below).
+                    stage.names.get_mut().tidy_begin();
                     cycle.step = Step::Settle(0);
                 }
                 Step::Settle(mut k) => {
+                    // The names' tidy, a step at a time: a unit of the
+                    // budget per 16 of its work units (an index entry looked
+                    // at each; a record read, a random line, is 16).
+                    if k == 0 {
+                        loop {
+                            let (done, work) =
+                                stage.names.get_mut().tidy_step(crate::names::TIDY_STEP);
+                            let spent = budget.spend(work.div_ceil(16).max(1));
+                            if done {
+                                break;
+                            }
+                            if spent {
+                                return false;
+                            }
+                        }
+                    }
                     // Objects created during the cycle lose their protection;
                     // the last few (created since this slice began) are
                     // cleared by `complete`, under the same borrow.
