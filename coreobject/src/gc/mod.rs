@@ -688,6 +688,21 @@ impl Collector {
     pub(crate) fn retired_bytes(&self) -> usize {
         self.retired.bytes()
     }
+    /// The work queue's room.
+    #[cfg(test)]
+    pub(crate) fn queue_capacity(&self) -> usize {
+        self.queue.capacity()
+    }
+    /// The born list's buffer kept between cycles.
+    #[cfg(test)]
+    pub(crate) fn spare_capacity(&self) -> usize {
+        self.spare_list.capacity()
+    }
+    /// Retired buffers not wholly given back yet.
+    #[cfg(test)]
+    pub(crate) fn retired_len(&self) -> usize {
+        self.retired.len()
+    }
     /// Room in the born list of the cycle in flight (0 without one).
     #[cfg(test)]
     pub(crate) fn born_capacity(&self) -> usize {
@@ -816,6 +831,13 @@ impl Collector {
             tick.time = t0.elapsed();
             resume(caught);
         }
+        if self.cycle.is_none() && tick.completed.is_none() {
+            // No cycle ran in this tick: more of the retired buffers go
+            // back than a slice's piece.
+            for _ in 0..retire::IDLE_PIECES {
+                self.retired.give_back_piece();
+            }
+        }
         tick.freed = (self.totals.total_freed - freed_before) as usize;
         tick.phase = self.phase();
         tick.time = t0.elapsed();
@@ -932,7 +954,7 @@ impl Collector {
             self.retired
                 .retire(Vec::from(std::mem::take(&mut self.queue)));
             if sliced {
-                self.queue = VecDeque::with_capacity(room);
+                self.queue = VecDeque::with_capacity(retire::HEADROOM * room);
             }
         }
         // The born list's room, for the same reason: the objects created
@@ -955,7 +977,7 @@ impl Collector {
             // As the queue's old buffer, the old list's goes in pieces.
             self.retired.retire(std::mem::take(&mut born));
             if sliced {
-                born = Vec::with_capacity(room);
+                born = Vec::with_capacity(retire::HEADROOM * room);
             }
         }
         if self.young.is_empty() && retire::oversized(self.young.capacity(), 4, major_room) {
