@@ -494,7 +494,7 @@ fn a_zero_growth_floor_on_an_emptied_heap_starts_no_cycle() {
             let mut cycles = 0;
             for _ in 0..ticks {
                 cycles += usize::from(heap.tick(Duration::from_millis(16)).completed.is_some());
-                if heap.len() == 0 {
+                if heap.is_empty() {
                     break;
                 }
             }
