@@ -133,7 +133,35 @@ pub struct GcConfig {
     /// a quarter more for the estimate's error; with minor cycles, not
     /// before one has run since the last major cycle.
     pub growth: Option<f64>,
-    /// With [`growth`](Self::growth): never collect below this many objects.
+    /// With [`growth`](Self::growth): never collect below this many objects
+    /// (and, with [`young_share`](Self::young_share), never derive a young
+    /// threshold below it). 0 means no floor: the goal is then the growth
+    /// factor's alone, but never under the live heap the last major cycle
+    /// marked plus one object, so a heap that empties (0 marked) collects
+    /// again once an object is created, not on every tick; likewise a
+    /// minor cycle waits for at least one object created since the last
+    /// cycle, whatever the threshold.
+    ///
+    /// ```
+    /// use coreobject::{GcConfig, Heap, HeapConfig, Object};
+    /// use std::time::Duration;
+    /// #[derive(Object, Default)]
+    /// struct Spark;
+    /// let gc = GcConfig { growth_floor: 0, ..GcConfig::DEFAULT };
+    /// let mut heap = Heap::with_config(HeapConfig { gc, ..HeapConfig::DEFAULT }).unwrap();
+    /// heap.create(Spark);
+    /// heap.collect().unwrap();
+    /// assert_eq!(heap.len(), 0);
+    /// // An empty heap starts no cycle...
+    /// for _ in 0..10 {
+    ///     assert!(heap.tick(Duration::from_millis(16)).started.is_none());
+    /// }
+    /// // ...and with no floor, two objects from empty are growth enough.
+    /// heap.create(Spark);
+    /// heap.create(Spark);
+    /// heap.tick(Duration::from_millis(16));
+    /// assert_eq!(heap.len(), 0);
+    /// ```
     pub growth_floor: usize,
     /// Incremental collection: the time budget of each [`Heap::tick`](crate::Heap::tick)'s
     /// slice (Unreal's `gc.IncrementalReachabilityTimeLimit` and

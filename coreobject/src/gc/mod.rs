@@ -688,6 +688,21 @@ impl Collector {
     pub(crate) fn retired_bytes(&self) -> usize {
         self.retired.bytes()
     }
+    /// The work queue's room.
+    #[cfg(test)]
+    pub(crate) fn queue_capacity(&self) -> usize {
+        self.queue.capacity()
+    }
+    /// The born list's buffer kept between cycles.
+    #[cfg(test)]
+    pub(crate) fn spare_capacity(&self) -> usize {
+        self.spare_list.capacity()
+    }
+    /// Retired buffers not wholly given back yet.
+    #[cfg(test)]
+    pub(crate) fn retired_len(&self) -> usize {
+        self.retired.len()
+    }
     /// Room in the born list of the cycle in flight (0 without one).
     #[cfg(test)]
     pub(crate) fn born_capacity(&self) -> usize {
@@ -727,6 +742,7 @@ impl Collector {
             + self.partial.capacity() * 16
             + self.regrey.capacity() * 4
             + (self.spare_list.capacity() + self.spare_written.capacity()) * 4
+            + self.young.capacity() * 4
             + self.spare_looks.capacity() * 4
             + self.pending.capacity() * std::mem::size_of::<Pending>()
             + self.roots_scratch.capacity() * 4
@@ -814,6 +830,13 @@ impl Collector {
             tick.freed = freed.objects;
             tick.time = t0.elapsed();
             resume(caught);
+        }
+        if self.cycle.is_none() && tick.completed.is_none() {
+            // No cycle ran in this tick: more of the retired buffers go
+            // back than a slice's piece.
+            for _ in 0..retire::IDLE_PIECES {
+                self.retired.give_back_piece();
+            }
         }
         tick.freed = (self.totals.total_freed - freed_before) as usize;
         tick.phase = self.phase();
@@ -915,13 +938,24 @@ impl Collector {
             CycleKind::Major => array.len(),
             CycleKind::Minor => list.len() + remembered,
         };
-        if sliced && self.queue.capacity() < room {
+        // The other way round, a room made for a heap that was many times
+        // this one (a burst of objects created during a cycle, freed by
+        // the next) is given back: kept, it held the burst's size through
+        // every later cycle. Measured against the room a major cycle's
+        // start makes, whatever this cycle's kind, so that a minor cycle
+        // (whose own room is its young objects') does not replace the
+        // buffer the next major one needs (see `retire::oversized`).
+        let major_room = 2 * array.len();
+        let shrink_queue = retire::oversized(self.queue.capacity(), 8, major_room);
+        if (sliced && self.queue.capacity() < room) || shrink_queue {
             // The old buffer is given back in pieces, in later slices
             // (see `retire`): dropped here, its touched pages went back
             // to the kernel in this slice.
             self.retired
                 .retire(Vec::from(std::mem::take(&mut self.queue)));
-            self.queue = VecDeque::with_capacity(room);
+            if sliced {
+                self.queue = VecDeque::with_capacity(retire::HEADROOM * room);
+            }
         }
         // The born list's room, for the same reason: the objects created
         // during a sliced cycle join it at every slice, and a list that
@@ -939,10 +973,16 @@ impl Collector {
             // Cleared above: the young list's buffer serves.
             std::mem::swap(&mut born, &mut self.young);
         }
-        if sliced && born.capacity() < room {
+        if (sliced && born.capacity() < room) || retire::oversized(born.capacity(), 4, major_room) {
             // As the queue's old buffer, the old list's goes in pieces.
             self.retired.retire(std::mem::take(&mut born));
-            born = Vec::with_capacity(room);
+            if sliced {
+                born = Vec::with_capacity(retire::HEADROOM * room);
+            }
+        }
+        if self.young.is_empty() && retire::oversized(self.young.capacity(), 4, major_room) {
+            // The smaller of the two a major start swapped, still a burst's.
+            self.retired.retire(std::mem::take(&mut self.young));
         }
         self.shaded.clear();
         self.partial.clear();
@@ -1033,13 +1073,23 @@ impl Collector {
         let mut cycle = self.cycle.take().expect("a cycle in flight");
         let span = slice_span(stage.array.tag(), cycle.step.phase());
         let (work0, freed0) = (work_done(&cycle.stats), cycle.stats.freed);
+        // Before a forced cycle's budget is lifted: its slice is still one
+        // of a sliced cycle.
+        let unbudgeted = budget.is_unlimited();
         let mut budget = if cycle.forced {
             Budget::unlimited()
         } else {
             budget
         };
-        // A piece of the buffers a cycle's start replaced (see `retire`).
-        self.retired.give_back_piece();
+        // A piece of the buffers a cycle's start replaced (see `retire`);
+        // all of them in an unbudgeted run (a whole collection, which has
+        // no slice to keep short: a piece per collection would keep them
+        // for hundreds of collections).
+        if unbudgeted {
+            self.retired.give_back_all();
+        } else {
+            self.retired.give_back_piece();
+        }
         // Fold in the slots handed out since the previous slice before
         // anything is freed (freeing writes the allocator's cursor).
         stage.array.sync();
@@ -1201,7 +1251,9 @@ impl Collector {
             // them (a million objects at a time in the demo).
             self.young.clear();
             let spare = array.prepend_born(cycle.born.take(&mut self.retired));
-            drop(spare);
+            // The recorded list's buffer (objects created since the last
+            // slice, or a burst's room): in pieces, as the others.
+            self.retired.retire(spare);
         } else {
             for &i in &cycle.written {
                 self.written_seen[(i >> 6) as usize] &= !(1 << (i & 63));

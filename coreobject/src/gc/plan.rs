@@ -58,7 +58,8 @@ impl Collector {
 
     /// Whether the growth trigger fires: the heap's goal is `growth` times
     /// the live heap the last major cycle found (the objects it marked; at
-    /// least [`GcConfig::growth_floor`](crate::GcConfig::growth_floor)).
+    /// least [`GcConfig::growth_floor`](crate::GcConfig::growth_floor), and
+    /// at least one object more than it marked).
     ///
     /// * A cycle run whole starts when the heap reaches the goal: with
     ///   minor cycles (`minors`), the old generation (what survived the last
@@ -83,7 +84,14 @@ impl Collector {
     fn growth_due(&self, growth: f64, considered: usize, minors: bool) -> bool {
         let c = &self.config;
         let base = self.major_survivors;
-        let goal = ((base as f64 * growth) as usize).max(c.growth_floor);
+        // Never under the live heap plus one object, whatever the floor and
+        // factor: with a floor of 0 (no floor) an emptied heap's goal was
+        // 0, reached by an empty heap, and a major cycle started every
+        // tick with nothing to free (so did a factor below 1, unvalidated
+        // through `gc_config_mut`).
+        let goal = ((base as f64 * growth) as usize)
+            .max(c.growth_floor)
+            .max(base.saturating_add(1));
         let now = if minors {
             self.old_survivors
         } else {
@@ -118,10 +126,14 @@ impl Collector {
             let share = c.young_share.filter(|s| s.is_finite() && *s > 0.0)?;
             Some(((self.survivors as f64 * share) as usize).max(c.growth_floor))
         };
+        // At least one object created since the last cycle: a threshold of
+        // 0 (a zero floor on an emptied heap, or set) started a minor cycle
+        // every tick with nothing young to look at.
         let t = c
             .young_threshold
             .or_else(derived)
-            .filter(|_| c.generational)?;
+            .filter(|_| c.generational)?
+            .max(1);
         // Before any major cycle nothing is old, and a minor one would mark
         // the whole heap anyway (with a minor's policy): the first is major.
         let kind = if self.totals.major_collections == 0 {

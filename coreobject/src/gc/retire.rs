@@ -15,6 +15,38 @@
 /// small heaps).
 pub(crate) const PIECE_BYTES: usize = if cfg!(miri) { 4096 } else { 256 * 1024 };
 
+/// How many times the room a cycle's start needs a replaced buffer is
+/// made with: a growing heap then replaces its rooms once per doubling,
+/// not at nearly every cycle's start (each replacement retires buffers
+/// whose touched pages pile up until given back; in an instrumented 1M
+/// incremental demo run, about 300 MiB). The headroom costs address
+/// space, not memory: the queue is cleared (its head back at the start)
+/// at every cycle's start and the born list appended from its start, so
+/// pages past what a cycle uses are not touched.
+pub(crate) const HEADROOM: usize = 2;
+
+/// How many times the room a cycle's start would make a kept buffer may
+/// hold before the start retires it (see [`oversized`]), on top of the
+/// [`HEADROOM`] a replaced buffer is made with.
+pub(crate) const SHRINK_PAST: usize = 4;
+
+/// Pieces a tick with no cycle in flight gives back: nothing else runs
+/// in it, so the pile a burst of replacements left goes faster.
+pub(crate) const IDLE_PIECES: usize = 8;
+
+/// Whether a kept buffer of `capacity` entries of `size` bytes is too big
+/// for a heap whose cycles need `room` entries: more than
+/// [`SHRINK_PAST`] times that room with its [`HEADROOM`], and more than a
+/// piece. A buffer sized
+/// by a burst (a cycle that created many times the live heap) is then
+/// retired at a later cycle's start instead of being kept forever; the
+/// factor leaves a heap that shrinks and grows back within it replacing
+/// nothing, and the piece keeps small heaps from replacing small buffers.
+pub(crate) fn oversized(capacity: usize, size: usize, room: usize) -> bool {
+    let bytes = capacity.saturating_mul(size);
+    bytes > PIECE_BYTES && capacity > (SHRINK_PAST * HEADROOM).saturating_mul(room)
+}
+
 /// A buffer that can give its memory back in pieces.
 trait Shrink: Send + Sync {
     /// Gives back about `bytes` of the buffer's room; `true` once it holds
@@ -65,6 +97,12 @@ impl Retired {
                 self.bufs.pop();
             }
         }
+    }
+
+    /// Gives back every retired buffer at once (an unbudgeted slice: a
+    /// whole collection has no slice to keep short).
+    pub(crate) fn give_back_all(&mut self) {
+        self.bufs.clear();
     }
 
     /// Bytes the retired buffers still hold.

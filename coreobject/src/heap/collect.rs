@@ -541,4 +541,77 @@ mod tests {
         );
         assert_eq!(heap.len(), kept + 1 + born);
     }
+
+    /// A heap that grows by a quarter between sliced cycles: a start
+    /// replaces its queue's and born list's rooms when they are too small,
+    /// with [`retire::HEADROOM`](crate::gc::retire::HEADROOM) times the room,
+    /// so about once per doubling (the model: log2 of the growth, plus
+    /// the first), not at every start; and ticks with no cycle in flight
+    /// give back [`IDLE_PIECES`] pieces each. Fails without the headroom
+    /// (a replacement at every start) or without the idle pieces (the
+    /// retired pile never drains between cycles).
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe collector bookkeeping (rooms and retired buffers, as the born list's tests in heap/collect.rs)"
+    )]
+    fn a_growing_heap_replaces_its_rooms_once_per_doubling() {
+        use crate::gc::retire::{IDLE_PIECES, PIECE_BYTES};
+        let (n, rounds) = (40_000usize, 8);
+        let mut heap = Heap::with_config(HeapConfig {
+            gc: GcConfig {
+                generational: false,
+                ..GcConfig::MANUAL
+            },
+            ..HeapConfig::DEFAULT
+        })
+        .unwrap();
+        let bag = heap.spawn(Bag::default()).root().create().unwrap();
+        let grow = |heap: &mut Heap, k: usize| {
+            for j in 0..k {
+                let d = heap.create_mut(Dot(j as u32));
+                heap.get_mut(bag).unwrap().dots.push(d);
+            }
+        };
+        grow(&mut heap, n);
+        let mut replaced = 0;
+        for _ in 0..rounds {
+            let (queue, born) = (heap.gc.queue_capacity(), heap.gc.spare_capacity());
+            let t = heap.step(64);
+            assert!(t.started.is_some());
+            let now = (heap.gc.queue_capacity(), heap.gc.born_capacity());
+            if now.0 != queue || now.1 != born {
+                replaced += 1;
+            }
+            while heap.step(64).completed.is_none() {}
+            let live = heap.len();
+            grow(&mut heap, live / 4);
+        }
+        let grown = heap.len() as f64 / n as f64;
+        let most = grown.log2().ceil() as usize + 1;
+        assert!(
+            replaced <= most,
+            "rooms replaced at {replaced} of {rounds} starts, the heap grew {grown:.1}x"
+        );
+        // A doubling whose cycle ends in one slice: the pile the
+        // replacement left is given back by idle ticks.
+        let live = heap.len();
+        grow(&mut heap, live);
+        assert!(heap.step(64).started.is_some());
+        assert!(heap.step(1 << 40).completed.is_some());
+        let pile = heap.gc.retired_bytes();
+        let bufs = heap.gc.retired_len();
+        let most_ticks = pile / (IDLE_PIECES * PIECE_BYTES) + bufs + 1;
+        let mut ticks = 0;
+        while heap.gc.retired_bytes() > 0 && ticks <= most_ticks {
+            let t = heap.tick(std::time::Duration::from_millis(16));
+            assert!(t.started.is_none(), "a manual heap's tick started a cycle");
+            ticks += 1;
+        }
+        assert_eq!(
+            heap.gc.retired_bytes(),
+            0,
+            "{pile} bytes in {bufs} buffers retired, {ticks} idle ticks"
+        );
+    }
 }
