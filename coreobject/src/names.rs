@@ -1755,6 +1755,36 @@ impl Names {
         }
     }
 
+    /// The tidy of [`tidy_begin`](Self::tidy_begin) done at once, for a
+    /// collection that runs whole (no budget): the index made again from
+    /// the live records, or the filter alone. In one go the rebuild costs
+    /// less than the steps' sweep and filter build together (at 300K
+    /// objects in the demo's stop-the-world mode, a cycle's longest pause
+    /// went from about 22 to 37 ms with the steps).
+    pub(crate) fn tidy_whole(&mut self) {
+        let live = self.recs.live();
+        if self.index.stale * 4 >= self.index.entries.len() && self.index.stale >= 2 * live {
+            // Places every live record, the waiting ones too; ends any tidy.
+            self.rebuild_all();
+            return;
+        }
+        if self.tidy.build.is_none()
+            && self.filter_stale >= 2 * live
+            && self.filter_stale >= self.index.filter.len()
+        {
+            self.index.rebuild_filter(&self.recs, 1);
+            self.filter_stale = 0;
+        }
+        if self.waiting_live == 0 {
+            self.pending.clear();
+        } else if self.pending.len() > 2 * self.waiting_live + PENDING {
+            self.compact_waiting();
+        }
+        // A tidy begun by an earlier sliced cycle and not finished (none
+        // is: each ends in its cycle's settle step) finishes here.
+        while !self.tidy_step(usize::MAX).0 {}
+    }
+
     /// Begins making the filter again, if that is not under way.
     fn begin_build(&mut self) {
         if self.tidy.build.is_none() && !self.index.filter.is_empty() {

@@ -299,6 +299,10 @@ fn mark_units(kind: CycleKind, how: Creation, base: usize, created: usize) -> us
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "work units counted in safe code; objects traced at birth run under miri in the model above"
+)]
 fn objects_created_through_mut_cost_marking_no_born_scan_unit() {
     let (base, created) = if cfg!(miri) { (60, 40) } else { (3_000, 2_000) };
     for kind in [CycleKind::Major, CycleKind::Minor] {

@@ -324,14 +324,7 @@ fn the_collectors_memory_returns_after_a_burst() {
             young_share: generational.then_some(0.25),
             ..GcConfig::MANUAL
         });
-        let world = heap.spawn(Node::default()).root().create().unwrap();
-        for i in 0..live {
-            let n = heap.create(Node {
-                value: i as u64,
-                ..Node::default()
-            });
-            heap[world].kids.push(n);
-        }
+        let world = rooted_world(&mut heap, live);
         let quiet = |heap: &mut Heap| {
             for _ in 0..8 {
                 for _ in 0..live / 4 {
@@ -460,14 +453,7 @@ fn a_zero_growth_floor_on_an_emptied_heap_starts_no_cycle() {
                 incremental,
                 ..GcConfig::MANUAL
             });
-            let world = heap.spawn(Node::default()).root().create().unwrap();
-            for i in 0..n {
-                let k = heap.create(Node {
-                    value: i as u64,
-                    ..Node::default()
-                });
-                heap[world].kids.push(k);
-            }
+            let world = rooted_world(&mut heap, n);
             for _ in 0..ticks / 10 {
                 heap.tick(Duration::from_millis(16));
             }
@@ -506,4 +492,17 @@ fn a_zero_growth_floor_on_an_emptied_heap_starts_no_cycle() {
             assert!(cycles >= 1, "{what}");
         }
     }
+}
+
+/// A rooted node holding `n` nodes (created through `&Heap`).
+fn rooted_world(heap: &mut Heap, n: usize) -> Obj<Node> {
+    let world = heap.spawn(Node::default()).root().create().unwrap();
+    for i in 0..n {
+        let k = heap.create(Node {
+            value: i as u64,
+            ..Node::default()
+        });
+        heap[world].kids.push(k);
+    }
+    world
 }

@@ -338,6 +338,10 @@ fn objects_without_an_outer_join_only_through_add_to_cluster() {
 // ----- 5. Traced clusters are marked in linear time ---------------------------------
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "work units counted in safe code; cluster marking runs under miri in clusters.rs"
+)]
 fn a_large_traced_cluster_is_marked_in_linear_time() {
     // Outers keep inners: the cluster's references out are not cached, so
     // its members are traced. Quadratic, 20,000 members took seconds per

@@ -620,10 +620,15 @@ impl Collector {
                         cycle.step = Step::Free(next);
                         return false;
                     }
-                    // Every free of the cycle is done: begin dropping the
-                    // name index's stale entries if they have come to
-                    // dominate it (in steps, below).
-                    stage.names.get_mut().tidy_begin();
+                    // Every free of the cycle is done: drop the name
+                    // index's stale entries if they have come to dominate
+                    // it, in steps below, or at once in a whole collection
+                    // (cheaper in all, and it has no slice to keep).
+                    if budget.is_unlimited() {
+                        stage.names.get_mut().tidy_whole();
+                    } else {
+                        stage.names.get_mut().tidy_begin();
+                    }
                     cycle.step = Step::Settle(0);
                 }
                 Step::Settle(mut k) => {

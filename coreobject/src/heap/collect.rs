@@ -391,7 +391,7 @@ mod tests {
     /// removed from `Collector::start`): the list holds every object.
     #[test]
     fn a_major_cycle_start_lists_no_young_object() {
-        let n: usize = if cfg!(miri) { 2_000 } else { 100_000 };
+        let n: usize = if cfg!(miri) { 600 } else { 100_000 };
         let mut heap = Heap::with_config(HeapConfig {
             gc: GcConfig::MANUAL,
             ..HeapConfig::DEFAULT
@@ -412,6 +412,29 @@ mod tests {
         assert_eq!(heap.len(), 0, "nothing was rooted");
     }
 
+    /// A non-generational manual heap and a rooted bag, for the rooms'
+    /// tests: what `grow_bag` creates stays reachable through the bag.
+    fn rooted_bag() -> (Heap, Obj<Bag>) {
+        let heap = Heap::with_config(HeapConfig {
+            gc: GcConfig {
+                generational: false,
+                ..GcConfig::MANUAL
+            },
+            ..HeapConfig::DEFAULT
+        })
+        .unwrap();
+        let bag = heap.spawn(Bag::default()).root().create().unwrap();
+        (heap, bag)
+    }
+
+    /// Creates `k` objects through `&mut Heap`, each stored in `bag`.
+    fn grow_bag(heap: &mut Heap, bag: Obj<Bag>, k: usize) {
+        for j in 0..k {
+            let d = heap.create_mut(Dot(j as u32));
+            heap.get_mut(bag).unwrap().dots.push(d);
+        }
+    }
+
     /// A cycle's start that replaces the work queue's and the born list's
     /// buffers with bigger ones (the heap grew) gives the old ones back a
     /// piece per slice, not in that slice: dropped there, their touched
@@ -426,21 +449,8 @@ mod tests {
     fn replaced_buffers_go_back_a_piece_per_slice() {
         use crate::gc::retire::PIECE_BYTES;
         let (n, per) = if cfg!(miri) { (1_000, 2) } else { (50_000, 16) };
-        let mut heap = Heap::with_config(HeapConfig {
-            gc: GcConfig {
-                generational: false,
-                ..GcConfig::MANUAL
-            },
-            ..HeapConfig::DEFAULT
-        })
-        .unwrap();
-        let keep = heap.spawn(Bag::default()).root().create().unwrap();
-        let grow = |heap: &mut Heap, k: usize| {
-            for j in 0..k {
-                let d = heap.create_mut(Dot(j as u32));
-                heap.get_mut(keep).unwrap().dots.push(d);
-            }
-        };
+        let (mut heap, keep) = rooted_bag();
+        let grow = |heap: &mut Heap, k: usize| grow_bag(heap, keep, k);
         grow(&mut heap, n);
         // A sliced cycle with objects created during it: its queue and
         // born list hold pages.
@@ -558,21 +568,8 @@ mod tests {
     fn a_growing_heap_replaces_its_rooms_once_per_doubling() {
         use crate::gc::retire::{IDLE_PIECES, PIECE_BYTES};
         let (n, rounds) = (40_000usize, 8);
-        let mut heap = Heap::with_config(HeapConfig {
-            gc: GcConfig {
-                generational: false,
-                ..GcConfig::MANUAL
-            },
-            ..HeapConfig::DEFAULT
-        })
-        .unwrap();
-        let bag = heap.spawn(Bag::default()).root().create().unwrap();
-        let grow = |heap: &mut Heap, k: usize| {
-            for j in 0..k {
-                let d = heap.create_mut(Dot(j as u32));
-                heap.get_mut(bag).unwrap().dots.push(d);
-            }
-        };
+        let (mut heap, bag) = rooted_bag();
+        let grow = |heap: &mut Heap, k: usize| grow_bag(heap, bag, k);
         grow(&mut heap, n);
         let mut replaced = 0;
         for _ in 0..rounds {
