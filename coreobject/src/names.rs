@@ -1733,21 +1733,33 @@ impl Names {
     ///
     /// The list of waiting records drops the freed ones.
     pub(crate) fn tidy_begin(&mut self) {
-        let live = self.recs.live();
-        if self.tidy.sweep.is_none()
-            && self.index.stale * 4 >= self.index.entries.len()
-            && self.index.stale >= 2 * live
-            && !self.index.entries.is_empty()
-        {
+        if self.tidy.sweep.is_none() && self.index_is_stale() && !self.index.entries.is_empty() {
             self.tidy.sweep = Some(Sweep {
                 at: 0,
                 left: self.index.entries.len(),
                 len: self.index.entries.len(),
             });
             self.begin_build();
-        } else if self.filter_stale >= 2 * live && self.filter_stale >= self.index.filter.len() {
+        } else if self.filter_is_stale() {
             self.begin_build();
         }
+        self.drop_freed_waiting();
+    }
+
+    /// Whether stale entries fill at least a quarter of the index and
+    /// outnumber the live names twice over.
+    fn index_is_stale(&self) -> bool {
+        self.index.stale * 4 >= self.index.entries.len() && self.index.stale >= 2 * self.recs.live()
+    }
+
+    /// Whether the names freed since the filter was made outnumber the live
+    /// ones twice over and its words.
+    fn filter_is_stale(&self) -> bool {
+        self.filter_stale >= 2 * self.recs.live() && self.filter_stale >= self.index.filter.len()
+    }
+
+    /// The list of waiting records drops the freed ones.
+    fn drop_freed_waiting(&mut self) {
         if self.waiting_live == 0 {
             self.pending.clear();
         } else if self.pending.len() > 2 * self.waiting_live + PENDING {
@@ -1762,24 +1774,16 @@ impl Names {
     /// objects in the demo's stop-the-world mode, a cycle's longest pause
     /// went from about 22 to 37 ms with the steps).
     pub(crate) fn tidy_whole(&mut self) {
-        let live = self.recs.live();
-        if self.index.stale * 4 >= self.index.entries.len() && self.index.stale >= 2 * live {
+        if self.index_is_stale() {
             // Places every live record, the waiting ones too; ends any tidy.
             self.rebuild_all();
             return;
         }
-        if self.tidy.build.is_none()
-            && self.filter_stale >= 2 * live
-            && self.filter_stale >= self.index.filter.len()
-        {
+        if self.tidy.build.is_none() && self.filter_is_stale() {
             self.index.rebuild_filter(&self.recs, 1);
             self.filter_stale = 0;
         }
-        if self.waiting_live == 0 {
-            self.pending.clear();
-        } else if self.pending.len() > 2 * self.waiting_live + PENDING {
-            self.compact_waiting();
-        }
+        self.drop_freed_waiting();
         // A tidy begun by an earlier sliced cycle and not finished (none
         // is: each ends in its cycle's settle step) finishes here.
         while !self.tidy_step(usize::MAX).0 {}

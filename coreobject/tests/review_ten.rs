@@ -25,34 +25,15 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use coreobject::{CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, Phase};
+use coreobject::{CycleKind, GcConfig, Heap, Obj, Object, Phase};
+
+mod common;
+use common::{heap_with, Rng};
 
 #[derive(Object, Default)]
 struct Node {
     kids: Vec<Obj<Node>>,
     value: u64,
-}
-
-fn heap_with(gc: GcConfig) -> Heap {
-    Heap::with_config(HeapConfig {
-        gc,
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap()
-}
-
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// The model: the world's kids (each with the grandchildren hung on it),
@@ -149,9 +130,9 @@ fn the_model_holds_while_threads_create_and_settings_switch() {
         // Mid-cycle: the pacing and trigger settings.
         if heap.gc_phase() != Phase::Idle && rng.below(3) == 0 {
             let c = heap.gc_config_mut();
-            c.incremental_debt = [Some(0.25), Some(1.0), Some(1e12), None][rng.below(4) as usize];
-            c.growth = [Some(1.5), Some(2.0), Some(8.0)][rng.below(3) as usize];
-            c.incremental_stretch = [1.0, 2.0, 50.0][rng.below(3) as usize];
+            c.incremental_debt = [Some(0.25), Some(1.0), Some(1e12), None][rng.below(4)];
+            c.growth = [Some(1.5), Some(2.0), Some(8.0)][rng.below(3)];
+            c.incremental_stretch = [1.0, 2.0, 50.0][rng.below(3)];
         }
         // Two threads create through `&Heap`.
         let base = next_value;
@@ -188,7 +169,7 @@ fn the_model_holds_while_threads_create_and_settings_switch() {
                     m.parents.push((h, v, Vec::new()));
                 }
                 1 if !m.parents.is_empty() => {
-                    let i = rng.below(m.parents.len() as u64) as usize;
+                    let i = rng.below(m.parents.len());
                     let p = m.parents[i].0;
                     heap[p].kids.push(h);
                     m.parents[i].2.push((h, v));
@@ -197,11 +178,11 @@ fn the_model_holds_while_threads_create_and_settings_switch() {
             }
         }
         // Some parents dropped, with their grandchildren.
-        for _ in 0..rng.below(per as u64 / 2 + 1) {
+        for _ in 0..rng.below(per / 2 + 1) {
             if m.parents.is_empty() {
                 break;
             }
-            let i = rng.below(m.parents.len() as u64) as usize;
+            let i = rng.below(m.parents.len());
             heap[world].kids.swap_remove(i);
             let (p, _, kids) = m.parents.swap_remove(i);
             m.dead.push((p, done));
@@ -209,7 +190,7 @@ fn the_model_holds_while_threads_create_and_settings_switch() {
         }
         // A slice: by time, or by work.
         if rng.below(3) == 0 {
-            heap.step(1 + rng.below(200) as usize);
+            heap.step(1 + rng.below(200));
         } else {
             heap.tick(Duration::from_millis(16));
         }
