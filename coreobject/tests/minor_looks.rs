@@ -550,7 +550,7 @@ fn sliced_minor_cycles_keep_what_looks_must_keep() {
     let (seeds, ops) = if cfg!(miri) {
         (1, 80)
     } else if full_tests() {
-        (8, 3_000)
+        (7, 3_000)
     } else {
         (6, 2_500)
     };

@@ -345,7 +345,7 @@ fn a_seeded_model_of_both_paths() {
     let (seeds, steps) = if cfg!(miri) {
         (1, 300)
     } else if full_tests() {
-        (12, 4_000)
+        (9, 4_000)
     } else {
         (6, 3_000)
     };

@@ -33,7 +33,7 @@
 //! collection stats, running totals and hook counts must match a plain
 //! breadth-first search from the model's roots.
 //!
-//! `ops_model_ci` runs about 250,000 operations, and 600,000 with
+//! `ops_model_ci` runs about 250,000 operations, and 400,000 with
 //! `COREOBJECT_FULL_TESTS=1` (CI). `ops_model_long` is ignored and runs a
 //! hundred million (`OPS=<count>` overrides):
 //!
@@ -2087,10 +2087,10 @@ fn full_tests() -> bool {
     std::env::var_os("COREOBJECT_FULL_TESTS").is_some_and(|v| v != "0")
 }
 
-/// About 250,000 operations by default and 600,000 at full size (CI's
+/// About 250,000 operations by default and 400,000 at full size (CI's
 /// `COREOBJECT_FULL_TESTS=1 cargo test --workspace`), in debug builds too:
 /// a million is about 5 s of CPU in release and 70 s in debug, spread over
-/// up to four threads (CI, with miri beside it on two cores, keeps to 600,000
+/// up to four threads (CI, with miri beside it on two cores, keeps to 400,000
 /// to stay within its 20 minutes; `ops_model_long` runs more).
 #[test]
 fn ops_model_ci() {
@@ -2099,7 +2099,7 @@ fn ops_model_ci() {
         drive(1, 20, 0);
         return;
     }
-    let total = if full_tests() { 600_000 } else { 250_000 };
+    let total = if full_tests() { 400_000 } else { 250_000 };
     let (_, cov) = drive(total, RUN_LEN, 0);
     for (i, &n) in cov.iter().enumerate() {
         assert!(n > 0, "no run exercised `{}`", ev_name(i));

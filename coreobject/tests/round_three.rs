@@ -295,6 +295,10 @@ fn out_of_range_settings_are_refused_by_name() {
 /// The same values set through `gc_config_mut` (not validated there): ticks
 /// neither panic nor leave the collector half inside a cycle.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "the pacer's arithmetic on bad settings: safe code; its creation and slices run in the other tests"
+)]
 fn unvalidated_settings_cannot_wedge_the_collector() {
     let bad = [
         GcConfig {

@@ -19,7 +19,7 @@
 //!   faulted in): 3-7 ms at a million objects. A cycle's start now makes
 //!   the queue's room, twice the objects the cycle may mark.
 //!   `marking_grows_no_queue_inside_a_slice`: a world of 512 levels of
-//!   200,000 actors, each actor holding two handles to other actors,
+//!   120,000 actors, each actor holding two handles to other actors,
 //!   marked in slices of `step(1_024)`: the collector's memory does not
 //!   change from the first marking slice to the last (without the room made
 //!   at the start, the queue doubles in later slices).
@@ -137,7 +137,7 @@ fn marking_grows_no_queue_inside_a_slice() {
     let (actors, levels, n) = if cfg!(miri) {
         (600, 64, 16)
     } else {
-        (200_000, 512, 1_024)
+        (120_000, 512, 1_024)
     };
     let mut heap = common::generational_heap();
     let actor: Vec<Obj<Actor>> = (0..actors)
