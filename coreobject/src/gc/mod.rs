@@ -164,7 +164,8 @@
 //!   queue's room (twice the objects it may mark, an allocation whose
 //!   pages are touched as entries arrive), so that the queue does not
 //!   copy itself into a larger buffer inside a slice; a cycle that queues
-//!   more than that still does. A large object is
+//!   more than that still does, once: the next starts keep the queue it
+//!   grew to (its high water counts, see `retire::Used`). A large object is
 //!   split: one of more than 65,536 pieces
 //!   ([`Trace::trace_units`](crate::Trace::trace_units), an element of a
 //!   `Vec` or a handle field each) is traced 4,096 pieces at a time, at one
