@@ -2645,6 +2645,30 @@ mod tests {
             ]
         }
 
+        /// Claims `s` under `outer` as operation `i` (`what` it does, for
+        /// the message): refused exactly when `model` holds the name.
+        fn claim_checked(
+            n: &mut Names,
+            model: &HashMap<(Option<AnyObj>, String), u32>,
+            outer: Option<AnyObj>,
+            s: &str,
+            what: &str,
+            i: usize,
+        ) -> Result<Option<Key>, TestCaseError> {
+            let got = n.claim(outer, &text(s));
+            let held = model.contains_key(&(outer, s.to_string()));
+            prop_assert_eq!(
+                got.is_err(),
+                held,
+                "op {}: {} {} under {:?}",
+                i,
+                what,
+                s,
+                outer
+            );
+            Ok(got.ok())
+        }
+
         /// Runs `ops` against a `HashMap` from (outer, name) to slot: each
         /// claim is refused exactly when the model holds the name, and
         /// after each operation every name a slot holds is found at it and
@@ -2674,17 +2698,7 @@ mod tests {
                 match *op {
                     Op::Create(slot, o, k) => {
                         let (outer, s) = (outers[o], space(k));
-                        let got = n.claim(outer, &text(&s));
-                        let held = model.contains_key(&(outer, s.clone()));
-                        prop_assert_eq!(
-                            got.is_err(),
-                            held,
-                            "op {}: claim {} under {:?}",
-                            i,
-                            s,
-                            outer
-                        );
-                        if let Ok(key) = got {
+                        if let Some(key) = claim_checked(&mut n, &model, outer, &s, "claim", i)? {
                             serial += 1;
                             let ob = AnyObj::new(slot, NonZeroU32::new(serial).unwrap());
                             n.insert(ob, key);
@@ -2713,17 +2727,8 @@ mod tests {
                             continue;
                         };
                         let (outer, s) = (outers[o], space(k));
-                        let got = n.claim(outer, &text(&s));
-                        let held = model.contains_key(&(outer, s.clone()));
-                        prop_assert_eq!(
-                            got.is_err(),
-                            held,
-                            "op {}: rename to {} under {:?}",
-                            i,
-                            s,
-                            outer
-                        );
-                        if let Ok(key) = got {
+                        if let Some(key) = claim_checked(&mut n, &model, outer, &s, "rename to", i)?
+                        {
                             n.remove(slot);
                             n.insert(ob, key);
                             model.remove(&(old_outer, old));

@@ -11,6 +11,9 @@ use coreobject::{
     AnyObj, CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, Referencer, Trigger, Visitor,
 };
 
+mod common;
+use common::heap_with;
+
 #[derive(Object, Default)]
 struct Node {
     kids: Vec<Obj<Node>>,
@@ -22,14 +25,6 @@ struct Locked {
     kids: parking_lot::Mutex<Vec<Obj<Node>>>,
 }
 
-fn heap_with(gc: GcConfig) -> Heap {
-    Heap::with_config(HeapConfig {
-        gc,
-        ..HeapConfig::DEFAULT
-    })
-    .unwrap()
-}
-
 fn manual() -> Heap {
     heap_with(GcConfig::MANUAL)
 }
@@ -38,14 +33,11 @@ fn manual() -> Heap {
 fn old_world(heap: &mut Heap, n: usize) -> Obj<Node> {
     // Miri interprets every step: a smaller world shows the same.
     let n = if cfg!(miri) { n.min(150) } else { n };
-    let world = heap.spawn(Node::default()).root().create().unwrap();
-    for i in 0..n {
-        let k = heap.create(Node {
-            value: i as u64,
-            ..Node::default()
-        });
-        heap[world].kids.push(k);
-    }
+    let node = |value| Node {
+        value,
+        ..Node::default()
+    };
+    let world = common::rooted_world(heap, n, node, |w| &mut w.kids);
     let s = heap.collect().unwrap();
     assert_eq!(s.kind, CycleKind::Major);
     world

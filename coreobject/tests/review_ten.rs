@@ -478,15 +478,16 @@ fn a_zero_growth_floor_on_an_emptied_heap_starts_no_cycle() {
     }
 }
 
-/// A rooted node holding `n` nodes (created through `&Heap`).
+/// A rooted node holding `n` nodes (created through `&Heap`), valued by
+/// their places.
 fn rooted_world(heap: &mut Heap, n: usize) -> Obj<Node> {
-    let world = heap.spawn(Node::default()).root().create().unwrap();
-    for i in 0..n {
-        let k = heap.create(Node {
-            value: i as u64,
-            ..Node::default()
-        });
-        heap[world].kids.push(k);
+    common::rooted_world(heap, n, node, |w| &mut w.kids)
+}
+
+/// A node of this value with no kids.
+fn node(value: u64) -> Node {
+    Node {
+        value,
+        ..Node::default()
     }
-    world
 }

@@ -1265,6 +1265,18 @@ impl ObjectArray {
         self.table.take_recorded_into(out);
     }
 
+    /// Gives an empty `out` the record's buffer if that is empty and has
+    /// more room (see `Table::trade_recorded`).
+    pub(crate) fn trade_born(&mut self, out: &mut Vec<u32>) {
+        self.table.trade_recorded(out);
+    }
+
+    /// Bytes of the buffer recording the slots handed out (collector
+    /// memory: it becomes a cycle's young or born list).
+    pub(crate) fn recorded_bytes(&self) -> usize {
+        self.table.recorded_bytes()
+    }
+
     /// Puts `list` before the slots handed out since the last
     /// [`take_born`](Self::take_born), so that the next one returns them
     /// all, without copying `list`; returns a spare buffer.

@@ -749,6 +749,23 @@ impl Table {
         }
     }
 
+    /// Swaps the record's buffer into an empty `out` when the record holds
+    /// nothing and has more room: a cycle's born list takes the room a
+    /// buffer swap left in the record (the last cycle's born list) instead
+    /// of a new allocation, and the record keeps the smaller one.
+    pub(crate) fn trade_recorded(&mut self, out: &mut Vec<u32>) {
+        if let Some(t) = &mut self.taken {
+            if t.is_empty() && out.is_empty() && t.capacity() > out.capacity() {
+                std::mem::swap(out, t);
+            }
+        }
+    }
+
+    /// Bytes the record of indices handed out holds (its buffer's room).
+    pub(crate) fn recorded_bytes(&self) -> usize {
+        self.taken.as_ref().map_or(0, |t| t.capacity() * 4)
+    }
+
     /// Makes `list` the front of the recorded indices (those recorded since
     /// follow it), without copying it; returns the buffer it replaces.
     /// Not recording: returns `list`.

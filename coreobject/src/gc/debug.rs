@@ -226,8 +226,9 @@ pub struct MemoryReport {
     /// system directly rather than allocated from the global allocator (on
     /// Linux, all of both), and so invisible to a counting global allocator.
     pub mapped_bytes: usize,
-    /// The collector's mark bitmap and work list, the free list and the
-    /// outer → inners index.
+    /// The collector's mark bitmap and work lists, the record of the slots
+    /// handed out since a cycle began, the free list and the outer →
+    /// inners index.
     pub collector_bytes: usize,
     /// What listeners report owning.
     pub listener_bytes: usize,
@@ -568,7 +569,8 @@ impl Reports<'_> {
             },
             collector_bytes: collector_bytes
                 + self.array.free_remaining() * 4
-                + self.array.list_bytes(),
+                + self.array.list_bytes()
+                + self.array.recorded_bytes(),
             listener_bytes,
         }
     }

@@ -282,6 +282,9 @@ pub(crate) struct Marker<'a> {
     /// unit (see [`traced_whole`](Self::traced_whole)).
     whole: usize,
     pub(crate) marked: usize,
+    /// Where drains note the queue's high water, if anywhere (see
+    /// [`with_queue_peak`](Self::with_queue_peak)).
+    queue_peak: Option<&'a mut usize>,
 }
 
 impl<'a> Marker<'a> {
@@ -303,6 +306,23 @@ impl<'a> Marker<'a> {
             owed: 0,
             whole: 0,
             marked: 0,
+            queue_peak: None,
+        }
+    }
+
+    /// Drains raise `peak` to the longest the queue was when they looked
+    /// (before each object's pop: within one object's handles of its high
+    /// water), for the room the next cycles keep (`retire::Used`).
+    pub(crate) fn with_queue_peak(mut self, peak: &'a mut usize) -> Self {
+        self.queue_peak = Some(peak);
+        self
+    }
+
+    /// Raises the noted high water to `len`.
+    #[inline]
+    fn note_peak(&mut self, len: usize) {
+        if let Some(p) = self.queue_peak.as_deref_mut() {
+            *p = (*p).max(len);
         }
     }
 
@@ -614,11 +634,14 @@ impl<'a> Marker<'a> {
     /// been scanned (a stopped drain puts the objects still waiting in its
     /// rings back on the queue, unmarked), so the mutator may run.
     pub(crate) fn drain(&mut self, budget: &mut Budget) -> bool {
-        if self.inners.is_some() {
-            self.pipeline::<Keyed>(budget)
+        let mut peak = self.queue.len();
+        let dry = if self.inners.is_some() {
+            self.pipeline::<Keyed>(budget, &mut peak)
         } else {
-            self.pipeline::<Bare>(budget)
-        }
+            self.pipeline::<Bare>(budget, &mut peak)
+        };
+        self.note_peak(peak);
+        dry
     }
 
     /// [`drain`](Self::drain) on the pool's workers and this thread (see
@@ -628,6 +651,9 @@ impl<'a> Marker<'a> {
     /// # Panics
     /// Resumes a panic raised by `Trace` code on any worker.
     pub(crate) fn drain_parallel(&mut self, pool: &super::par::Pool, budget: &mut Budget) -> bool {
+        // The workers queue in their own buffers: the collector's holds
+        // what is queued before and what is left after.
+        self.note_peak(self.queue.len());
         // Objects traced in part are continued on this thread (the workers
         // trace every object whole), filling the queue for the workers.
         while self.has_partial() {
@@ -653,16 +679,20 @@ impl<'a> Marker<'a> {
             budget,
         );
         self.marked += marked;
+        self.note_peak(self.queue.len());
         dry || self.skip_dead_front(budget)
     }
 
-    /// [`drain`](Self::drain), with rings carrying `C`.
-    fn pipeline<C: Carry>(&mut self, budget: &mut Budget) -> bool {
+    /// [`drain`](Self::drain), with rings carrying `C`; raises `peak` to
+    /// the queue's length before each refill of ring A (after the last
+    /// object's scan queued its handles).
+    fn pipeline<C: Carry>(&mut self, budget: &mut Budget, peak: &mut usize) -> bool {
         let (mut a, mut b) = (Ring::<C>::new(), Ring::<C>::new());
         let mut open = !budget.is_spent();
         // Whether this drain has scanned an object.
         let mut scanned = false;
         loop {
+            *peak = (*peak).max(self.queue.len());
             // Stage 2: keep ring A full from the queue.
             while open && !a.is_full() {
                 if self.queue.len() < PARTIAL_BELOW && self.has_partial() {

@@ -54,7 +54,8 @@ impl Collector {
         let clusters = &*stage.clusters;
         let mut marker = Marker::new(&chunks, &mut self.bits, &mut self.queue, cycle.hw, inners)
             .with_clusters(clusters)
-            .with_partial(&mut self.partial);
+            .with_partial(&mut self.partial)
+            .with_queue_peak(&mut self.queue_peak);
         let drain = |marker: &mut Marker<'_>, budget: &mut Budget| match pool {
             Some(pool) => marker.drain_parallel(pool, budget),
             None => marker.drain(budget),

@@ -164,7 +164,8 @@
 //!   queue's room (twice the objects it may mark, an allocation whose
 //!   pages are touched as entries arrive), so that the queue does not
 //!   copy itself into a larger buffer inside a slice; a cycle that queues
-//!   more than that still does. A large object is
+//!   more than that still does, once: the next starts keep the queue it
+//!   grew to (its high water counts, see `retire::Used`). A large object is
 //!   split: one of more than 65,536 pieces
 //!   ([`Trace::trace_units`](crate::Trace::trace_units), an element of a
 //!   `Vec` or a handle field each) is traced 4,096 pieces at a time, at one
@@ -433,6 +434,10 @@ struct Cycle {
     roots_seen: usize,
     /// Objects created during the cycle, found so far.
     born: retire::GrowingList,
+    /// The young list's length when the cycle started: with the born
+    /// list's at its end, what it used of the list buffers (see
+    /// `Collector::list_used`).
+    young_at_start: usize,
     /// How many of `born` marking has scanned.
     born_seen: usize,
     /// Pending objects found not ready by this cycle's poll step.
@@ -608,6 +613,17 @@ pub(crate) struct Collector {
     /// Buffers a cycle's start replaced with bigger ones, given back a
     /// piece per slice.
     retired: retire::Retired,
+    /// The work queue's high water in the cycle in flight, as its drains
+    /// saw it (see `Marker::with_queue_peak`), or the room its start made
+    /// if that is more.
+    queue_peak: usize,
+    /// The work queue's high water in the last cycle of each kind: a
+    /// start keeps a queue that big (see `retire::oversized`).
+    queue_used: retire::Used,
+    /// The longest of the young list at the start and the born list at
+    /// the end of the last cycle of each kind: a start keeps list buffers
+    /// that big (the two lists and the allocator's record trade buffers).
+    list_used: retire::Used,
 }
 
 impl Collector {
@@ -655,6 +671,9 @@ impl Collector {
             pool: None,
             slice_work: 0,
             retired: retire::Retired::default(),
+            queue_peak: 0,
+            queue_used: retire::Used::default(),
+            list_used: retire::Used::default(),
         }
     }
 
@@ -697,6 +716,12 @@ impl Collector {
     #[cfg(test)]
     pub(crate) fn spare_capacity(&self) -> usize {
         self.spare_list.capacity()
+    }
+    /// Bytes of buffers ever retired to go back in pieces (buffers of
+    /// more than a piece), given back or not.
+    #[cfg(test)]
+    pub(crate) fn retired_total(&self) -> usize {
+        self.retired.total()
     }
     /// Retired buffers not wholly given back yet.
     #[cfg(test)]
@@ -871,6 +896,7 @@ impl Collector {
         array.sync();
         // The young objects: slots handed out since the last cycle started.
         array.take_born(&mut self.young);
+        let young_at_start = self.young.len();
         array.release_parked();
         array.start_recording();
         let hw = array.high_water();
@@ -944,9 +970,16 @@ impl Collector {
         // every later cycle. Measured against the room a major cycle's
         // start makes, whatever this cycle's kind, so that a minor cycle
         // (whose own room is its young objects') does not replace the
-        // buffer the next major one needs (see `retire::oversized`).
+        // buffer the next major one needs, or against what the last cycle
+        // of either kind used if that was more: a queue that cycles fill
+        // past the room (objects holding many handles) or lists that they
+        // do (many objects created during major cycles, freed by the minor
+        // ones between) were retired at every start and grown again inside
+        // the cycle's slices (see `retire::oversized`).
         let major_room = 2 * array.len();
-        let shrink_queue = retire::oversized(self.queue.capacity(), 8, major_room);
+        let queue_room = major_room.max(self.queue_used.most());
+        let list_room = major_room.max(self.list_used.most()).max(young_at_start);
+        let shrink_queue = retire::oversized(self.queue.capacity(), 8, queue_room);
         if (sliced && self.queue.capacity() < room) || shrink_queue {
             // The old buffer is given back in pieces, in later slices
             // (see `retire`): dropped here, its touched pages went back
@@ -973,20 +1006,30 @@ impl Collector {
             // Cleared above: the young list's buffer serves.
             std::mem::swap(&mut born, &mut self.young);
         }
-        if (sliced && born.capacity() < room) || retire::oversized(born.capacity(), 4, major_room) {
+        // Or the buffer the young list's swap left in the allocator's
+        // record, empty (a minor start): kept there, it was the record's
+        // until the cycle's end handed the record this born list, then
+        // retired, while this start made a new born list.
+        array.trade_born(&mut born);
+        if (sliced && born.capacity() < room) || retire::oversized(born.capacity(), 4, list_room) {
             // As the queue's old buffer, the old list's goes in pieces.
             self.retired.retire(std::mem::take(&mut born));
             if sliced {
                 born = Vec::with_capacity(retire::HEADROOM * room);
             }
         }
-        if self.young.is_empty() && retire::oversized(self.young.capacity(), 4, major_room) {
+        if self.young.is_empty() && retire::oversized(self.young.capacity(), 4, list_room) {
             // The smaller of the two a major start swapped, still a burst's.
             self.retired.retire(std::mem::take(&mut self.young));
         }
         self.shaded.clear();
         self.partial.clear();
         self.regrey_kept = 0;
+        // The room a start of this kind makes counts as used: a minor
+        // cycle's room for many young objects (garbage created during a
+        // major cycle) was retired by the next major start and made again
+        // by the next minor one.
+        self.queue_peak = room;
         let mut cycle = Box::new(Cycle {
             step: Step::Pool(0),
             stats: CollectStats {
@@ -1008,6 +1051,7 @@ impl Collector {
             },
             roots_seen: 0,
             born: retire::GrowingList::new(born),
+            young_at_start,
             born_seen: 0,
             waiting: Vec::new(),
             ready: Vec::new(),
@@ -1202,6 +1246,11 @@ impl Collector {
             }
         }
         cycle.stats.born = cycle.born.len();
+        // What the cycle used of its rooms, for the next starts (see
+        // `retire::Used`).
+        self.queue_used.note(cycle.kind, self.queue_peak);
+        self.list_used
+            .note(cycle.kind, cycle.young_at_start.max(cycle.stats.born));
         // The remembered set's buffer goes back to the re-scan list, which
         // the next cycle fills: allocating it afresh would make glibc
         // consolidate the chunks the purge just freed, inside that cycle's

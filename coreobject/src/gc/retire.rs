@@ -11,6 +11,8 @@
 //! later slice (a `realloc` to a smaller size gives back only the tail),
 //! until it is gone.
 
+use super::CycleKind;
+
 /// Bytes a slice gives back at most (less under miri, whose tests use
 /// small heaps).
 pub(crate) const PIECE_BYTES: usize = if cfg!(miri) { 4096 } else { 256 * 1024 };
@@ -42,9 +44,43 @@ pub(crate) const IDLE_PIECES: usize = 8;
 /// retired at a later cycle's start instead of being kept forever; the
 /// factor leaves a heap that shrinks and grows back within it replacing
 /// nothing, and the piece keeps small heaps from replacing small buffers.
+/// `room` counts what the last cycles really used (see [`Used`]), not
+/// only what a start makes: a buffer that every cycle fills past the
+/// start's room is kept, not retired and grown again at every cycle.
 pub(crate) fn oversized(capacity: usize, size: usize, room: usize) -> bool {
     let bytes = capacity.saturating_mul(size);
     bytes > PIECE_BYTES && capacity > (SHRINK_PAST * HEADROOM).saturating_mul(room)
+}
+
+/// Entries the last completed cycle of each kind used of a buffer kept
+/// from cycle to cycle (the work queue's high water, the born and young
+/// lists' lengths), for [`oversized`]: measured against the room a start
+/// makes alone, a buffer a cycle really needs past that room (objects
+/// holding many handles, each queued once per reference before it is
+/// marked; many objects created during each major cycle and freed by the
+/// minor one after) was retired at every start and grown again inside
+/// that cycle's slices. Kept per kind, so that a minor cycle's small use
+/// does not give back what the next major one needs; replaced by the next
+/// cycle of the same kind, so that a one-off burst is still given back.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Used {
+    major: usize,
+    minor: usize,
+}
+
+impl Used {
+    /// Notes what a completed cycle of `kind` used.
+    pub(crate) fn note(&mut self, kind: CycleKind, entries: usize) {
+        match kind {
+            CycleKind::Major => self.major = entries,
+            CycleKind::Minor => self.minor = entries,
+        }
+    }
+
+    /// The most the last cycle of either kind used.
+    pub(crate) fn most(&self) -> usize {
+        self.major.max(self.minor)
+    }
 }
 
 /// A buffer that can give its memory back in pieces.
@@ -78,6 +114,9 @@ impl<T: Send + Sync> Shrink for Vec<T> {
 #[derive(Default)]
 pub(crate) struct Retired {
     bufs: Vec<Box<dyn Shrink>>,
+    /// Bytes ever retired to go back in pieces (more than one), for
+    /// tests' counts.
+    total: usize,
 }
 
 impl Retired {
@@ -86,6 +125,7 @@ impl Retired {
     pub(crate) fn retire<T: Send + Sync + 'static>(&mut self, mut v: Vec<T>) {
         v.clear();
         if v.bytes() > PIECE_BYTES {
+            self.total += v.bytes();
             self.bufs.push(Box::new(v));
         }
     }
@@ -108,6 +148,12 @@ impl Retired {
     /// Bytes the retired buffers still hold.
     pub(crate) fn bytes(&self) -> usize {
         self.bufs.iter().map(|b| b.bytes()).sum()
+    }
+
+    /// Bytes ever retired to go back in pieces, given back or not.
+    #[cfg(test)]
+    pub(crate) fn total(&self) -> usize {
+        self.total
     }
 
     /// Buffers not wholly given back yet.

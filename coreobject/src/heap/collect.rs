@@ -427,6 +427,19 @@ mod tests {
         (heap, bag)
     }
 
+    /// A heap with this collector configuration whose rooted bag holds `n`
+    /// objects.
+    fn dotted_heap(gc: GcConfig, n: usize) -> Heap {
+        let mut heap = Heap::with_config(HeapConfig {
+            gc,
+            ..HeapConfig::DEFAULT
+        })
+        .unwrap();
+        let dots: Vec<Obj<Dot>> = (0..n).map(|k| heap.create_mut(Dot(k as u32))).collect();
+        heap.spawn(Bag { dots }).root().create().unwrap();
+        heap
+    }
+
     /// Creates `k` objects through `&mut Heap`, each stored in `bag`.
     fn grow_bag(heap: &mut Heap, bag: Obj<Bag>, k: usize) {
         for j in 0..k {
@@ -509,18 +522,15 @@ mod tests {
         } else {
             (40_000, 48, 64)
         };
-        let mut heap = Heap::with_config(HeapConfig {
-            gc: GcConfig {
+        let mut heap = dotted_heap(
+            GcConfig {
                 generational: false,
                 // Never forced to finish, however many it creates.
                 incremental_debt: None,
                 ..GcConfig::MANUAL
             },
-            ..HeapConfig::DEFAULT
-        })
-        .unwrap();
-        let dots: Vec<Obj<Dot>> = (0..kept).map(|k| heap.create_mut(Dot(k as u32))).collect();
-        heap.spawn(Bag { dots }).root().create().unwrap();
+            kept,
+        );
         let mut grown = 0;
         let mut room = 0;
         let mut born = 0;
@@ -550,6 +560,176 @@ mod tests {
             "the list never grew ({born} created, room {room})"
         );
         assert_eq!(heap.len(), kept + 1 + born);
+    }
+
+    /// A node holding handles to others (a fan of references).
+    #[derive(Object, Default)]
+    struct Fan {
+        to: Vec<Obj<Fan>>,
+    }
+
+    /// A non-generational manual heap holding `n` fans, each with `k`
+    /// handles to fans picked by a xorshift generator, all held by a
+    /// rooted fan: a cycle queues each fan once per handle to it that it
+    /// reaches before the fan is marked, many times the objects.
+    fn fanned_heap(n: usize, k: usize) -> Heap {
+        let (mut heap, _) = rooted_bag();
+        let all: Vec<Obj<Fan>> = (0..n).map(|_| heap.create_mut(Fan::default())).collect();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for &f in &all {
+            heap.get_mut(f).unwrap().to = (0..k)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    all[(x % n as u64) as usize]
+                })
+                .collect();
+        }
+        heap.spawn(Fan { to: all }).root().create().unwrap();
+        heap
+    }
+
+    /// A heap whose cycles queue many times its objects (5,000 fans of
+    /// 64 handles: each fan is queued once per handle reached before it
+    /// is marked, 100,000-odd entries against the start's room of 20,000):
+    /// the first sliced cycle grows the queue, and later starts keep it
+    /// (its high water is what cycles use), and so do whole collections
+    /// (whose one drain grows the queue from its roots). Fails when a
+    /// start measures the queue against the room it makes alone (every
+    /// start retired it, about 1 MB, and the cycle grew it again inside
+    /// its slices), or when the drain notes the queue's length only when
+    /// it begins (a whole collection's queue is retired again).
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe collector bookkeeping (rooms and retired buffers, as the born list's tests in heap/collect.rs)"
+    )]
+    fn a_queue_that_cycles_fill_past_its_room_is_kept() {
+        let (n, k, cycles) = (5_000, 64, 4);
+        let mut heap = fanned_heap(n, k);
+        let mut grew = Vec::new();
+        for c in 0..cycles {
+            let retired = heap.gc.retired_total();
+            let t = heap.step(256);
+            assert!(t.started.is_some());
+            assert_eq!(
+                heap.gc.retired_total(),
+                retired,
+                "cycle {c}: the start retired a buffer (queue {} entries)",
+                heap.gc.queue_capacity()
+            );
+            let at_start = heap.gc.queue_capacity();
+            while heap.step(256).completed.is_none() {}
+            if heap.gc.queue_capacity() != at_start {
+                grew.push(c);
+            }
+            assert_eq!(heap.len(), n + 2, "cycle {c}: nothing is garbage");
+        }
+        assert_eq!(grew, [0], "cycles whose queue grew inside their slices");
+        for c in 0..2 {
+            let retired = heap.gc.retired_total();
+            heap.collect().unwrap();
+            assert_eq!(
+                heap.gc.retired_total(),
+                retired,
+                "whole collection {c} retired a buffer (queue {} entries)",
+                heap.gc.queue_capacity()
+            );
+        }
+        assert_eq!(heap.len(), n + 2);
+    }
+
+    /// A generational heap of 2,000 objects whose every major cycle
+    /// creates 70,000 (freed by the minor cycle after it): the lists that
+    /// hold them (the born list, the young list, the allocator's record,
+    /// trading buffers) and the work queue (whose room a minor start makes
+    /// for its 70,000 young objects) are kept from round to round, so
+    /// that after the first two rounds no slice (no start, no cycle's
+    /// end) retires a buffer. Fails when a start measures the lists against
+    /// the room a major start makes alone (the major start retired the
+    /// born list), when the queue's use leaves out the room a minor start
+    /// made (the major start retired it, the minor start made it again),
+    /// or when a minor start makes its born list afresh instead of taking
+    /// the empty buffer left in the record (its end retired one).
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe collector bookkeeping (rooms and retired buffers, as the born list's tests in heap/collect.rs)"
+    )]
+    fn rooms_that_major_and_minor_cycles_take_turns_at_are_kept() {
+        let (live, per, made) = (2_000, 2_000, 70_000);
+        let mut heap = dotted_heap(
+            GcConfig {
+                generational: true,
+                incremental_debt: None,
+                ..GcConfig::MANUAL
+            },
+            live,
+        );
+        // Slices of major (`step`) or minor cycles; after the first two
+        // rounds, no slice may retire a buffer.
+        let slice = |heap: &mut Heap, minor: bool, round: usize, what: &str| {
+            let before = heap.gc.retired_total();
+            let t = if minor {
+                heap.step_minor(64)
+            } else {
+                heap.step(64)
+            };
+            let after = heap.gc.retired_total();
+            assert!(
+                round < 2 || after <= before,
+                "round {round}, {what}: a slice retired {} bytes",
+                after - before
+            );
+            t
+        };
+        for round in 0..5 {
+            assert!(slice(&mut heap, false, round, "major start")
+                .started
+                .is_some());
+            let mut born = 0;
+            while slice(&mut heap, false, round, "major").completed.is_none() {
+                if born < made {
+                    for j in 0..per {
+                        heap.create_mut(Dot(j as u32));
+                    }
+                    born += per;
+                }
+            }
+            assert_eq!(heap.len(), live + 1 + born, "round {round}: born black");
+            assert!(slice(&mut heap, true, round, "minor start")
+                .started
+                .is_some());
+            while slice(&mut heap, true, round, "minor").completed.is_none() {}
+            assert_eq!(heap.len(), live + 1, "round {round}: the minor freed them");
+        }
+    }
+
+    /// The allocator's record of the slots handed out is collector
+    /// memory: after a generational sliced cycle it holds the cycle's born
+    /// list (whose room the start made: `HEADROOM` times twice the live
+    /// objects), and the memory report's collector line counts it with
+    /// the work queue. Fails when the report leaves the record out.
+    #[test]
+    fn the_collectors_bytes_count_the_allocators_record() {
+        use crate::gc::retire::HEADROOM;
+        let n: usize = if cfg!(miri) { 300 } else { 20_000 };
+        let mut heap = dotted_heap(
+            GcConfig {
+                generational: true,
+                ..GcConfig::MANUAL
+            },
+            n,
+        );
+        while heap.step(64).completed.is_none() {}
+        let queue = heap.gc.queue_capacity() * 8;
+        let born_room = HEADROOM * 2 * (n + 1) * 4;
+        let counted = heap.memory_report().collector_bytes;
+        assert!(
+            counted >= queue + born_room,
+            "collector {counted} B, the queue {queue} B and the born list's room {born_room} B"
+        );
     }
 
     /// A heap that grows by a quarter between sliced cycles: a start

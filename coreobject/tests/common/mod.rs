@@ -4,7 +4,7 @@
 // Each test file is its own crate and uses only some of these.
 #![allow(dead_code)]
 
-use coreobject::{CycleKind, GcConfig, Heap, HeapConfig, Tick};
+use coreobject::{CycleKind, GcConfig, Heap, HeapConfig, Obj, Object, Tick};
 
 /// A xorshift generator (13, 7, 17): seeded models replay exactly from
 /// their seed, and a failing seed printed by a test reproduces it.
@@ -61,6 +61,23 @@ pub fn generational_heap() -> Heap {
         generational: true,
         ..GcConfig::MANUAL
     })
+}
+
+/// A rooted object (`node(0)`) holding `n` objects `node(0)` to
+/// `node(n - 1)` in its list `kids`, created through `&Heap` in that order:
+/// a world whose reachable set a test knows.
+pub fn rooted_world<T: Object>(
+    heap: &mut Heap,
+    n: usize,
+    node: impl Fn(u64) -> T,
+    kids: impl Fn(&mut T) -> &mut Vec<Obj<T>>,
+) -> Obj<T> {
+    let world = heap.spawn(node(0)).root().create().unwrap();
+    for i in 0..n {
+        let k = heap.create(node(i as u64));
+        kids(&mut heap[world]).push(k);
+    }
+    world
 }
 
 /// One slice of `work` units of a cycle of this kind (a minor one when
