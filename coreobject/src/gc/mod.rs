@@ -1210,6 +1210,11 @@ impl Collector {
             cycle.remembered.clear();
             std::mem::swap(&mut self.regrey, &mut cycle.remembered);
         }
+        if self.regrey.is_empty() && retire::oversized(self.regrey.capacity(), 4, 2 * array.len()) {
+            // Sized by a heap many times this one (a big heap's remembered
+            // set): given back in pieces rather than kept for good.
+            self.retired.retire(std::mem::take(&mut self.regrey));
+        }
         std::mem::swap(&mut array.condemned.marks, &mut self.bits);
         array.condemned.active = false;
         self.in_flight = false;
@@ -1284,7 +1289,15 @@ impl Collector {
         self.spare_looks = looks;
         let mut written = std::mem::take(&mut cycle.written);
         written.clear();
-        self.spare_written = written;
+        if retire::oversized(written.capacity(), 4, 2 * array.len()) {
+            // Sized by a heap many times this one (every old object
+            // written while a big heap's cycle marked): kept, it held that
+            // size through every later cycle. Given back in pieces, as the
+            // buffers a start replaces (see `retire::oversized`).
+            self.retired.retire(written);
+        } else {
+            self.spare_written = written;
+        }
         let mut stats = cycle.stats;
         stats.pending = self.pending.len();
         stats.live = array.len();
