@@ -1298,6 +1298,14 @@ impl Collector {
         } else {
             self.spare_written = written;
         }
+        if self.shaded.is_empty() && retire::oversized(self.shaded.capacity(), 8, 2 * array.len()) {
+            // Emptied by the end of marking; sized by a burst of objects
+            // traced at birth (each handle they held to an unmarked
+            // object), not by this heap: given back in pieces, as the
+            // others.
+            self.retired
+                .retire(Vec::from(std::mem::take(&mut self.shaded)));
+        }
         let mut stats = cycle.stats;
         stats.pending = self.pending.len();
         stats.live = array.len();
