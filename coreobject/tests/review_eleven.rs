@@ -251,10 +251,19 @@ fn names_model(seed: u64, ops: usize) {
     // Operations left after an unload with no burst of creation and few
     // whole collections, so that the purge's tidy begins and runs in steps.
     let mut quiet = 0;
+    // The last slice ran a step of the purge's name tidy and left the
+    // cycle in its purge: the tidy may be half done.
+    let mut settling = false;
     for op in 0..ops {
         let at = format!("seed {seed} op {op}");
         let mut r = rng.below(100);
         quiet = usize::saturating_sub(quiet, 1);
+        if settling && heap.gc_phase() == Phase::Purge && rng.one_in(6) {
+            // A whole collection while the purge's last steps (the tidy
+            // among them) are half done: it finishes that cycle at once,
+            // then runs one.
+            heap.collect().unwrap();
+        }
         if quiet > 0 && r >= 64 && rng.one_in(2) {
             // More naming between the tidy's steps.
             r = rng.below(58);
@@ -407,11 +416,15 @@ fn names_model(seed: u64, ops: usize) {
             // Slices of the cycle in flight (one started if none is).
             _ => {
                 for _ in 0..if quiet > 0 { 1 } else { 1 + rng.below(4) } {
-                    heap.step(if rng.one_in(4) {
+                    let n = if rng.one_in(4) {
                         1 + rng.below(400)
                     } else {
                         1 + rng.below(64)
-                    });
+                    };
+                    let t = heap.step(n);
+                    // A tidy step is charged a unit per 16 entries, 256
+                    // for a full one, past a small budget.
+                    settling = t.phase == Phase::Purge && t.work >= 256 && t.work > 2 * n;
                 }
             }
         }
@@ -452,9 +465,20 @@ fn names_stay_right_while_the_tidy_runs_between_slices() {
 /// three objects created with fresh names, and every name given since the
 /// tidy began, with a sample of the rest, finds what a `HashMap` model
 /// says; a name refused only when the model holds it. After two more
-/// cycles, exactly the model's names are found.
+/// cycles, exactly the model's names are found. Run again with a whole
+/// collection (`collect`) a few slices before the purge would end, inside
+/// the tidy's steps: it finishes them at once, with the same outcome.
 #[test]
 fn renames_and_creations_between_the_tidy_steps_of_a_large_level() {
+    let slices = large_level(None);
+    // Its last slices run the tidy (the sweep, then the filter's build).
+    large_level(Some(slices - 4));
+}
+
+/// The level of [`renames_and_creations_between_the_tidy_steps_of_a_large_level`],
+/// with a whole collection after `cut` slices of the purge if given; the
+/// purge's slices.
+fn large_level(cut: Option<usize>) -> usize {
     const ALL: u32 = 12_000;
     let mut heap = heap_with(GcConfig::MANUAL);
     let world = heap.spawn_mut(World::default()).root().create().unwrap();
@@ -529,6 +553,10 @@ fn renames_and_creations_between_the_tidy_steps_of_a_large_level() {
                 "slice {slices}: {s}"
             );
         }
+        if cut == Some(slices) {
+            heap.collect().unwrap();
+            break;
+        }
         // Smaller than a tidy step's share of the budget (4,096 entries at
         // 16 a unit), so each of the settle step's slices runs one.
         heap.step(200);
@@ -547,6 +575,7 @@ fn renames_and_creations_between_the_tidy_steps_of_a_large_level() {
     for (s, o) in &model {
         assert_eq!(heap.find(None, s), Some(o.any()), "{s}");
     }
+    slices
 }
 
 #[derive(Object, Default)]
