@@ -1780,7 +1780,11 @@ impl Names {
             return;
         }
         if self.tidy.build.is_none() && self.filter_is_stale() {
-            self.index.rebuild_filter(&self.recs, 1);
+            // At least the size the records need (a filter kept bigger
+            // stays as it is): an empty filter asked for one word would get
+            // no spill words, which `hold` indexes.
+            let words = filter_words(self.recs.recs.len() + 1);
+            self.index.rebuild_filter(&self.recs, words);
             self.filter_stale = 0;
         }
         self.drop_freed_waiting();

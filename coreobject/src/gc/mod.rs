@@ -1103,6 +1103,13 @@ impl Collector {
         cycle.roots_seen = kept.len();
         *array.roots_mut() = kept;
         self.roots_scratch = candidates;
+        if retire::oversized(self.roots_scratch.capacity(), 4, 2 * array.len()) {
+            // The root list of a heap many times this one (roots added and
+            // removed by the hundred thousand): the two buffers trade
+            // places at every start, so each is given back (in pieces)
+            // within two cycles instead of kept for good.
+            self.retired.retire(std::mem::take(&mut self.roots_scratch));
+        }
         self.cycle = Some(cycle);
         self.in_flight = true;
         self.marking = true;
@@ -1259,6 +1266,11 @@ impl Collector {
             cycle.remembered.clear();
             std::mem::swap(&mut self.regrey, &mut cycle.remembered);
         }
+        if self.regrey.is_empty() && retire::oversized(self.regrey.capacity(), 4, 2 * array.len()) {
+            // Sized by a heap many times this one (a big heap's remembered
+            // set): given back in pieces rather than kept for good.
+            self.retired.retire(std::mem::take(&mut self.regrey));
+        }
         std::mem::swap(&mut array.condemned.marks, &mut self.bits);
         array.condemned.active = false;
         self.in_flight = false;
@@ -1333,7 +1345,23 @@ impl Collector {
         self.spare_looks = looks;
         let mut written = std::mem::take(&mut cycle.written);
         written.clear();
-        self.spare_written = written;
+        if retire::oversized(written.capacity(), 4, 2 * array.len()) {
+            // Sized by a heap many times this one (every old object
+            // written while a big heap's cycle marked): kept, it held that
+            // size through every later cycle. Given back in pieces, as the
+            // buffers a start replaces (see `retire::oversized`).
+            self.retired.retire(written);
+        } else {
+            self.spare_written = written;
+        }
+        if self.shaded.is_empty() && retire::oversized(self.shaded.capacity(), 8, 2 * array.len()) {
+            // Emptied by the end of marking; sized by a burst of objects
+            // traced at birth (each handle they held to an unmarked
+            // object), not by this heap: given back in pieces, as the
+            // others.
+            self.retired
+                .retire(Vec::from(std::mem::take(&mut self.shaded)));
+        }
         let mut stats = cycle.stats;
         stats.pending = self.pending.len();
         stats.live = array.len();
