@@ -1018,10 +1018,8 @@ impl Collector {
                 born = Vec::with_capacity(retire::HEADROOM * room);
             }
         }
-        if self.young.is_empty() && retire::oversized(self.young.capacity(), 4, list_room) {
-            // The smaller of the two a major start swapped, still a burst's.
-            self.retired.retire(std::mem::take(&mut self.young));
-        }
+        // The smaller of the two a major start swapped, still a burst's.
+        self.retired.retire_if_oversized(&mut self.young, list_room);
         self.shaded.clear();
         self.partial.clear();
         self.regrey_kept = 0;
@@ -1102,14 +1100,15 @@ impl Collector {
         }
         cycle.roots_seen = kept.len();
         *array.roots_mut() = kept;
+        // Its entries are not needed again (the next start clears it).
         self.roots_scratch = candidates;
-        if retire::oversized(self.roots_scratch.capacity(), 4, 2 * array.len()) {
-            // The root list of a heap many times this one (roots added and
-            // removed by the hundred thousand): the two buffers trade
-            // places at every start, so each is given back (in pieces)
-            // within two cycles instead of kept for good.
-            self.retired.retire(std::mem::take(&mut self.roots_scratch));
-        }
+        self.roots_scratch.clear();
+        // The root list of a heap many times this one (roots added and
+        // removed by the hundred thousand): the two buffers trade places at
+        // every start, so each is given back (in pieces) within two cycles
+        // instead of kept for good.
+        self.retired
+            .retire_if_oversized(&mut self.roots_scratch, 2 * array.len());
         self.cycle = Some(cycle);
         self.in_flight = true;
         self.marking = true;
@@ -1266,11 +1265,10 @@ impl Collector {
             cycle.remembered.clear();
             std::mem::swap(&mut self.regrey, &mut cycle.remembered);
         }
-        if self.regrey.is_empty() && retire::oversized(self.regrey.capacity(), 4, 2 * array.len()) {
-            // Sized by a heap many times this one (a big heap's remembered
-            // set): given back in pieces rather than kept for good.
-            self.retired.retire(std::mem::take(&mut self.regrey));
-        }
+        // Sized by a heap many times this one (a big heap's remembered
+        // set): given back in pieces rather than kept for good.
+        self.retired
+            .retire_if_oversized(&mut self.regrey, 2 * array.len());
         std::mem::swap(&mut array.condemned.marks, &mut self.bits);
         array.condemned.active = false;
         self.in_flight = false;
@@ -1345,15 +1343,13 @@ impl Collector {
         self.spare_looks = looks;
         let mut written = std::mem::take(&mut cycle.written);
         written.clear();
-        if retire::oversized(written.capacity(), 4, 2 * array.len()) {
-            // Sized by a heap many times this one (every old object
-            // written while a big heap's cycle marked): kept, it held that
-            // size through every later cycle. Given back in pieces, as the
-            // buffers a start replaces (see `retire::oversized`).
-            self.retired.retire(written);
-        } else {
-            self.spare_written = written;
-        }
+        self.spare_written = written;
+        // Sized by a heap many times this one (every old object written
+        // while a big heap's cycle marked): kept, it held that size through
+        // every later cycle. Given back in pieces, as the buffers a start
+        // replaces (see `retire::oversized`).
+        self.retired
+            .retire_if_oversized(&mut self.spare_written, 2 * array.len());
         if self.shaded.is_empty() && retire::oversized(self.shaded.capacity(), 8, 2 * array.len()) {
             // Emptied by the end of marking; sized by a burst of objects
             // traced at birth (each handle they held to an unmarked

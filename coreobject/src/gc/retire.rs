@@ -130,6 +130,19 @@ impl Retired {
         }
     }
 
+    /// Retires `buf` (leaving it empty and unallocated) when it holds
+    /// nothing and is [`oversized`] for a heap whose cycles need `room`
+    /// entries; a buffer still holding entries is never taken.
+    pub(crate) fn retire_if_oversized<T: Send + Sync + 'static>(
+        &mut self,
+        buf: &mut Vec<T>,
+        room: usize,
+    ) {
+        if buf.is_empty() && oversized(buf.capacity(), std::mem::size_of::<T>(), room) {
+            self.retire(std::mem::take(buf));
+        }
+    }
+
     /// Gives back one piece of the newest retired buffer.
     pub(crate) fn give_back_piece(&mut self) {
         if let Some(b) = self.bufs.last_mut() {
